@@ -1,0 +1,16 @@
+# base/: status codes, logging, cache-line constants, back-off, futex, locks.
+noinst_LTLIBRARIES += libmpiv_core.la
+libmpiv_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DMPIV_BUILDING_LIBRARY $(HWLOC_CFLAGS)
+libmpiv_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(MPIV_VIS_FLAGS)
+libmpiv_core_la_CCASFLAGS = $(AM_CCASFLAGS)
+libmpiv_core_la_LIBADD = $(HWLOC_LIBS)
+libmpiv_core_la_SOURCES = \
+	%reldir%/status.cpp \
+	%reldir%/log.cpp \
+	%reldir%/backoff.cpp
+noinst_HEADERS += \
+	%reldir%/status.hpp \
+	%reldir%/log.hpp \
+	%reldir%/cacheline.hpp \
+	%reldir%/backoff.hpp \
+	%reldir%/futex.hpp

@@ -1,0 +1,1 @@
+# bench/mpiv-bench-lock

@@ -1,0 +1,1 @@
+# bench/mpi: MPI benchmarks and the comparison driver

@@ -1,0 +1,1 @@
+# contrib/apsm: asynchronous progress through PMPI

@@ -1,0 +1,4 @@
+# contrib/: quick start, CI helpers, the lock model, APSM.
+dist_noinst_SCRIPTS += %reldir%/quickstart.sh %reldir%/ci/sanitizers.sh %reldir%/ci/aarch64.sh
+include contrib/model/local.mk
+include contrib/apsm/local.mk

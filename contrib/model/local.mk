@@ -1,0 +1,1 @@
+# contrib/model: Promela models checked with spin

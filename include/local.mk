@@ -1,0 +1,3 @@
+mpivinclude_HEADERS += \
+	%reldir%/mpiv/mpiv.h \
+	%reldir%/mpiv/mpiv_status.h

@@ -1,0 +1,1 @@
+# sched/: workers, ULTs, bit-vector scheduler, context switch.
