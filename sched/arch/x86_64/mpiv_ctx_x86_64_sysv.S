@@ -1,0 +1,88 @@
+/*
+ * User-level context switch for x86-64, System V ABI.
+ *
+ * A suspended context is its stack pointer; the stack holds, from low to high:
+ *   [sp+0]  MXCSR (4 bytes) and x87 control word (2 bytes)   floating-point control
+ *   [sp+8]  r12  [sp+16] r13  [sp+24] r14  [sp+32] r15  [sp+40] rbx  [sp+48] rbp
+ *   [sp+56] return address
+ * Only callee-saved state is kept: the caller of mpiv_ctx_jump treats it as an ordinary
+ * call, so the compiler has already spilled everything else.
+ */
+    .text
+
+/* void *mpiv_ctx_jump(void **save_sp, void *next_sp, void *transfer)
+ * Saves the running context into *save_sp, resumes next_sp, and returns there with
+ * `transfer` as the return value of that context's own mpiv_ctx_jump (or, for a fresh
+ * context, as the first argument of its entry function). */
+    .globl  mpiv_ctx_jump
+    .hidden mpiv_ctx_jump
+    .type   mpiv_ctx_jump, @function
+    .p2align 4
+mpiv_ctx_jump:
+    .cfi_startproc
+    pushq   %rbp
+    pushq   %rbx
+    pushq   %r15
+    pushq   %r14
+    pushq   %r13
+    pushq   %r12
+    subq    $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw  4(%rsp)
+    movq    %rsp, (%rdi)
+    movq    %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw   4(%rsp)
+    addq    $8, %rsp
+    popq    %r12
+    popq    %r13
+    popq    %r14
+    popq    %r15
+    popq    %rbx
+    popq    %rbp
+    movq    %rdx, %rax
+    ret
+    .cfi_endproc
+    .size   mpiv_ctx_jump, .-mpiv_ctx_jump
+
+/* void *mpiv_ctx_make(void *stack_top, void (*entry)(void *transfer, void *arg), void *arg)
+ * Builds a suspended context on the stack ending at stack_top (exclusive) whose first
+ * resumption calls entry(transfer, arg). The floating-point control state is the
+ * caller's. entry must never return. Returns the context's stack pointer. */
+    .globl  mpiv_ctx_make
+    .hidden mpiv_ctx_make
+    .type   mpiv_ctx_make, @function
+    .p2align 4
+mpiv_ctx_make:
+    .cfi_startproc
+    movq    %rdi, %rax
+    andq    $-16, %rax          /* the frame's top is 16-byte aligned ...            */
+    subq    $64, %rax           /* ... so mpiv_ctx_start runs with rsp % 16 == 0     */
+    stmxcsr (%rax)
+    fnstcw  4(%rax)
+    movq    %rsi, 8(%rax)       /* r12 = entry */
+    movq    %rdx, 16(%rax)      /* r13 = arg   */
+    movq    $0, 24(%rax)
+    movq    $0, 32(%rax)
+    movq    $0, 40(%rax)
+    movq    $0, 48(%rax)        /* rbp = 0 ends frame-pointer backtraces */
+    leaq    mpiv_ctx_start(%rip), %rcx
+    movq    %rcx, 56(%rax)
+    ret
+    .cfi_endproc
+    .size   mpiv_ctx_make, .-mpiv_ctx_make
+
+/* First code of a fresh context: entry(transfer, arg). */
+    .type   mpiv_ctx_start, @function
+    .p2align 4
+mpiv_ctx_start:
+    .cfi_startproc
+    .cfi_undefined rip          /* no caller: unwinders stop here */
+    movq    %rax, %rdi
+    movq    %r13, %rsi
+    callq   *%r12
+    ud2                         /* entry returned: a bug */
+    .cfi_endproc
+    .size   mpiv_ctx_start, .-mpiv_ctx_start
+
+    .section .note.GNU-stack, "", @progbits

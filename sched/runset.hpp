@@ -1,0 +1,130 @@
+// runset: the set of runnable ULT ids of one worker, as a two-level bit vector.
+//
+// Design (seed 000 §3.1, Algorithms 3 and 4, with the hierarchical hint):
+// - Level 1 holds one bit per ULT id Γ, 64 per word. Level 2 holds one bit per *group*
+//   of 8 level-1 words (a cache line, 512 ids): "this group may have runnable ids".
+// - set(Γ) (ThreadSignal) is two fetch_or: the level-1 bit, then the group's level-2
+//   bit. Any thread may call it.
+// - drain() (the scheduler; only the owning worker calls it) takes a snapshot of each
+//   non-zero level-2 word with one exchange(0), then, for every group in the snapshot,
+//   exchanges each non-zero level-1 word with 0 and runs the ids of that local copy. A
+//   bit set during the scan lands either in the copy or in the shared word for the next
+//   pass, never lost: set() publishes level 1 before level 2, and drain() clears level 2
+//   before reading level 1, so a set level-2 bit is never cleared while its level-1 bit
+//   has not been seen.
+// - Spurious level-2 bits (group already drained) cost one scan of 8 words. Spurious
+//   level-1 bits (a stale wake-up) are filtered by the caller.
+// - Fairness: each pass takes each word at most once, so an id set before a pass starts
+//   runs within that pass or the next; a ULT that yields re-enters the shared word after
+//   the snapshot and waits for the next pass. The scan start rotates from pass to pass
+//   (word, group and bit) so low ids do not always run first.
+// Memory: capacity/8 bytes of level 1 plus capacity/4096 bytes of level 2 (1 Mi ids:
+// 128 KiB + 256 B). Words written by other threads are not padded: a group is one line
+// on purpose (the scheduler reads it whole).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace mpiv::sched {
+
+class runset {
+  public:
+    static constexpr std::uint32_t k_ids_per_group = 512;
+    static constexpr std::uint32_t k_words_per_group = k_ids_per_group / 64;
+
+    /// @param capacity number of ids, rounded up to a multiple of 512
+    explicit runset(std::uint32_t capacity)
+        : groups_((capacity + k_ids_per_group - 1) / k_ids_per_group),
+          l2_words_((groups_ + 63) / 64),
+          l1_(new std::atomic<std::uint64_t>[static_cast<std::size_t>(groups_) * k_words_per_group]),
+          l2_(new std::atomic<std::uint64_t>[l2_words_])
+    {
+        for (std::uint32_t i = 0; i < groups_ * k_words_per_group; ++i) {
+            l1_[i].store(0, std::memory_order_relaxed);
+        }
+        for (std::uint32_t i = 0; i < l2_words_; ++i) {
+            l2_[i].store(0, std::memory_order_relaxed);
+        }
+    }
+
+    std::uint32_t capacity() const noexcept { return groups_ * k_ids_per_group; }
+
+    /// Mark @p id runnable (ThreadSignal). Thread-safe, wait-free: two atomic ORs.
+    void set(std::uint32_t id) noexcept
+    {
+        // sync: release; pairs with the acquire exchange of the level-1 word in drain():
+        // whatever the signaller wrote before is visible to the ULT it wakes.
+        l1_[id >> 6].fetch_or(std::uint64_t{1} << (id & 63), std::memory_order_release);
+        const std::uint32_t group = id / k_ids_per_group;
+        // seq_cst: ordered after the level-1 OR and before the caller's check of the
+        // worker's sleeping flag (Dekker pair with worker::idle()).
+        l2_[group >> 6].fetch_or(std::uint64_t{1} << (group & 63), std::memory_order_seq_cst);
+    }
+
+    /// True if any group hint is set. seq_cst: pairs with set() for the sleep protocol.
+    bool any() const noexcept
+    {
+        for (std::uint32_t i = 0; i < l2_words_; ++i) {
+            if (l2_[i].load(std::memory_order_seq_cst) != 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// One scheduling pass: call run(id) for each id taken from the set. Only the owning
+    /// worker calls this. Returns the number of ids taken.
+    template <class F> std::uint32_t drain(F &&run)
+    {
+        const std::uint32_t rot = rotation_++;
+        std::uint32_t taken = 0;
+        for (std::uint32_t i = 0; i < l2_words_; ++i) {
+            const std::uint32_t w = (i + rot) % l2_words_;
+            if (l2_[w].load(std::memory_order_relaxed) == 0) {
+                continue;
+            }
+            // The level-2 snapshot needs no ordering of its own: level-1 words are read
+            // with acquire exchanges below.
+            const std::uint64_t groups = l2_[w].exchange(0, std::memory_order_acquire);
+            for_each_bit(groups, rot, [&](std::uint32_t g) {
+                const std::uint32_t group = w * 64 + g;
+                for (std::uint32_t k = 0; k < k_words_per_group; ++k) {
+                    const std::uint32_t word = group * k_words_per_group + (k + rot) % k_words_per_group;
+                    if (l1_[word].load(std::memory_order_relaxed) == 0) {
+                        continue;
+                    }
+                    // sync: acquire; pairs with the release fetch_or in set().
+                    const std::uint64_t ids = l1_[word].exchange(0, std::memory_order_acquire);
+                    for_each_bit(ids, rot >> 3, [&](std::uint32_t b) {
+                        ++taken;
+                        run(word * 64 + b);
+                    });
+                }
+            });
+        }
+        return taken;
+    }
+
+  private:
+    /// Visit the set bits of @p bits, starting at bit (start % 64) and wrapping around.
+    template <class F> static void for_each_bit(std::uint64_t bits, std::uint32_t start, F &&f)
+    {
+        const unsigned s = start & 63;
+        std::uint64_t rotated = s == 0 ? bits : (bits >> s) | (bits << (64 - s));
+        while (rotated != 0) {
+            const unsigned b = static_cast<unsigned>(__builtin_ctzll(rotated));
+            rotated &= rotated - 1;
+            f((b + s) & 63);
+        }
+    }
+
+    const std::uint32_t groups_;
+    const std::uint32_t l2_words_;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> l1_;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> l2_;
+    std::uint32_t rotation_ = 0; ///< scan start; owner-only
+};
+
+} // namespace mpiv::sched

@@ -1,0 +1,220 @@
+#include "sched/runtime.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "base/log.hpp"
+
+namespace mpiv::sched {
+namespace {
+
+std::mutex g_init_mutex;
+unsigned g_refcount = 0; // under g_init_mutex
+
+} // namespace
+
+std::atomic<runtime *> runtime::instance_{nullptr};
+
+status runtime::init(const mpiv_params_t *params)
+{
+    std::lock_guard<std::mutex> g(g_init_mutex);
+    if (g_refcount > 0) {
+        ++g_refcount;
+        if (params != nullptr && params->field_mask != 0) {
+            base::log(base::log_level::info,
+                      "mpiv_init: runtime already running; the new parameters are ignored");
+        }
+        return status::ok;
+    }
+    std::unique_ptr<runtime> rt(new (std::nothrow) runtime());
+    if (!rt) {
+        return status::nomem;
+    }
+    if (status s = rt->setup(params); s != status::ok) {
+        return s;
+    }
+    g_refcount = 1;
+    // sync: release; pairs with the acquire load in get(): the workers are running.
+    instance_.store(rt.release(), std::memory_order_release);
+    return status::ok;
+}
+
+status runtime::finalize()
+{
+    std::lock_guard<std::mutex> g(g_init_mutex);
+    runtime *rt = instance_.load(std::memory_order_relaxed);
+    if (g_refcount == 0 || rt == nullptr) {
+        return status::not_initialized;
+    }
+    if (g_refcount > 1) {
+        --g_refcount;
+        return status::ok;
+    }
+    if (worker::current() != nullptr) {
+        base::log(base::log_level::error, "mpiv_finalize: called from a ULT or worker thread");
+        return status::deadlock;
+    }
+    std::uint64_t live = 0;
+    for (auto &w : rt->workers_) {
+        live += w->live();
+    }
+    if (live > 0) {
+        std::string ids;
+        for (auto &w : rt->workers_) {
+            for (std::uint32_t id : w->live_ids(8)) {
+                ids += " " + std::to_string(w->id()) + ":" + std::to_string(id);
+            }
+        }
+        base::log(base::log_level::error,
+                  "mpiv_finalize: %llu ULTs are still alive (worker:id%s%s); join them first",
+                  static_cast<unsigned long long>(live), ids.c_str(), live > 8 ? " ..." : "");
+        return status::busy;
+    }
+    instance_.store(nullptr, std::memory_order_relaxed);
+    g_refcount = 0;
+    delete rt;
+    return status::ok;
+}
+
+runtime::~runtime()
+{
+    for (auto &w : workers_) {
+        w->stop();
+    }
+    workers_.clear();
+    stacks_.reset();
+    if (topo_ != nullptr) {
+        hwloc_topology_destroy(topo_);
+    }
+}
+
+status runtime::setup(const mpiv_params_t *p)
+{
+    const std::uint64_t mask = p != nullptr ? p->field_mask : 0;
+    std::size_t stack_size = std::size_t{64} << 10;
+    std::uint32_t max_ults = k_max_ults;
+    mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO;
+    unsigned num_workers = 0;
+    if (mask & MPIV_PARAM_FIELD_STACK_SIZE) {
+        if (p->stack_size < k_min_stack || p->stack_size > (std::size_t{1} << 30)) {
+            base::log(base::log_level::error, "mpiv_init: stack_size %zu is outside [16 KiB, 1 GiB]",
+                      p->stack_size);
+            return status::param;
+        }
+        stack_size = p->stack_size;
+    }
+    if (mask & MPIV_PARAM_FIELD_MAX_ULTS) {
+        if (p->max_ults_per_worker < k_min_ults || p->max_ults_per_worker > k_max_ults) {
+            base::log(base::log_level::error, "mpiv_init: max_ults_per_worker %u is outside [%u, %u]",
+                      p->max_ults_per_worker, k_min_ults, k_max_ults);
+            return status::param;
+        }
+        max_ults = p->max_ults_per_worker;
+    }
+    if (mask & MPIV_PARAM_FIELD_GUARD_PAGES) {
+        if (p->guard_pages != MPIV_GUARD_PAGES_AUTO && p->guard_pages != MPIV_GUARD_PAGES_ALWAYS &&
+            p->guard_pages != MPIV_GUARD_PAGES_NEVER) {
+            base::log(base::log_level::error, "mpiv_init: guard_pages %d is not a mpiv_guard_pages_t",
+                      static_cast<int>(p->guard_pages));
+            return status::param;
+        }
+        guards = p->guard_pages;
+    }
+    if (mask & MPIV_PARAM_FIELD_NUM_WORKERS) {
+        if (p->num_workers < 1 || p->num_workers > k_max_workers) {
+            base::log(base::log_level::error, "mpiv_init: num_workers %u is outside [1, %u]",
+                      p->num_workers, k_max_workers);
+            return status::param;
+        }
+        num_workers = p->num_workers;
+    }
+
+    if (hwloc_topology_init(&topo_) != 0 || hwloc_topology_load(topo_) != 0) {
+        base::log(base::log_level::error, "mpiv_init: hwloc cannot load the topology");
+        return status::topology;
+    }
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (set == nullptr) {
+        return status::nomem;
+    }
+    status st = status::ok;
+    if (mask & MPIV_PARAM_FIELD_CPUSET) {
+        if (p->cpuset == nullptr || hwloc_bitmap_list_sscanf(set, p->cpuset) != 0) {
+            base::log(base::log_level::error, "mpiv_init: cpuset '%s' is not a PU list such as \"0-3,8\"",
+                      p->cpuset != nullptr ? p->cpuset : "(null)");
+            st = status::param;
+        } else {
+            hwloc_bitmap_and(set, set, hwloc_topology_get_allowed_cpuset(topo_));
+        }
+    } else if (hwloc_get_cpubind(topo_, set, HWLOC_CPUBIND_PROCESS) != 0) {
+        hwloc_bitmap_copy(set, hwloc_topology_get_allowed_cpuset(topo_));
+    }
+    if (st == status::ok && hwloc_bitmap_iszero(set)) {
+        base::log(base::log_level::error, "mpiv_init: the cpuset holds no usable PU");
+        st = status::topology;
+    }
+    std::vector<unsigned> pus;
+    if (st == status::ok) {
+        unsigned pu;
+        hwloc_bitmap_foreach_begin(pu, set) { pus.push_back(pu); }
+        hwloc_bitmap_foreach_end();
+    }
+    hwloc_bitmap_free(set);
+    if (st != status::ok) {
+        return st;
+    }
+    if (num_workers == 0) {
+        num_workers = static_cast<unsigned>(std::min<std::size_t>(pus.size(), k_max_workers));
+    }
+
+    stacks_.reset(new (std::nothrow) stack_pool(stack_size, guards));
+    if (!stacks_) {
+        return status::nomem;
+    }
+    hwloc_bitmap_t one = hwloc_bitmap_alloc();
+    for (unsigned i = 0; i < num_workers; ++i) {
+        hwloc_bitmap_only(one, pus[i % pus.size()]);
+        workers_.emplace_back(new (std::nothrow) worker(i, max_ults, *stacks_, topo_, one));
+        if (!workers_.back()) {
+            st = status::nomem;
+            break;
+        }
+    }
+    hwloc_bitmap_free(one);
+    for (std::size_t i = 0; st == status::ok && i < workers_.size(); ++i) {
+        st = workers_[i]->start();
+    }
+    return st;
+}
+
+status runtime::spawn(mpiv_ult_func_t func, void *arg, int worker_hint, bool detached,
+                      std::uint64_t &handle)
+{
+    unsigned w;
+    if (worker_hint == MPIV_WORKER_ANY) {
+        worker *self = worker::current();
+        w = self != nullptr ? self->id()
+                            : next_worker_.fetch_add(1, std::memory_order_relaxed) % num_workers();
+    } else if (worker_hint < 0 || static_cast<unsigned>(worker_hint) >= num_workers()) {
+        base::log(base::log_level::warn, "spawn: worker %d is outside [0, %u) and not MPIV_WORKER_ANY",
+                  worker_hint, num_workers());
+        return status::invalid_arg;
+    } else {
+        w = static_cast<unsigned>(worker_hint);
+    }
+    return workers_[w]->spawn(func, arg, detached, handle);
+}
+
+status runtime::join(std::uint64_t handle, void **ret)
+{
+    const unsigned w = worker::handle_worker(handle);
+    if (handle == MPIV_ULT_NULL || w >= num_workers()) {
+        base::log(base::log_level::warn, "join: handle %#llx was never issued",
+                  static_cast<unsigned long long>(handle));
+        return status::invalid_handle;
+    }
+    return workers_[w]->join(handle, ret);
+}
+
+} // namespace mpiv::sched

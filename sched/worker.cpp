@@ -1,0 +1,359 @@
+#include "sched/worker.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include <sys/mman.h>
+
+#include "base/backoff.hpp"
+#include "base/log.hpp"
+
+namespace mpiv::sched {
+namespace {
+
+thread_local worker *t_worker = nullptr;
+thread_local ult *t_current = nullptr;
+
+// Transfer values a ULT passes back to its scheduler.
+void *const k_switch = nullptr;
+void *const k_exit = reinterpret_cast<void *>(1);
+
+bool yield_hook() noexcept
+{
+    if (t_current == nullptr) {
+        return false;
+    }
+    worker::yield_current();
+    return true;
+}
+
+/// Tiny lock for the allocation state: held for a few loads and stores.
+class alloc_guard {
+  public:
+    explicit alloc_guard(std::atomic<bool> &l) noexcept : l_(l)
+    {
+        base::backoff b;
+        // sync: acquire; pairs with the release store in the destructor.
+        while (l_.exchange(true, std::memory_order_acquire)) {
+            while (l_.load(std::memory_order_relaxed)) {
+                b.pause();
+            }
+        }
+    }
+    ~alloc_guard() { l_.store(false, std::memory_order_release); }
+
+  private:
+    std::atomic<bool> &l_;
+};
+
+} // namespace
+
+worker::worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
+               hwloc_const_cpuset_t pu)
+    : id_(id), capacity_(capacity), stacks_(stacks), topo_(topo), pu_(hwloc_bitmap_dup(pu)),
+      slots_(nullptr), slots_bytes_(sizeof(slot) * capacity), runset_(capacity)
+{
+    void *p = mmap(nullptr, slots_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+        slots_ = static_cast<slot *>(p);
+    }
+    stack_cache_.reserve(k_stack_cache);
+}
+
+worker::~worker()
+{
+    stop();
+    const std::uint32_t n = fresh_.load(std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        slots_[i].~slot();
+    }
+    if (slots_ != nullptr) {
+        munmap(slots_, slots_bytes_);
+    }
+    for (const stack_region &s : stack_cache_) {
+        stacks_.put(s);
+    }
+    hwloc_bitmap_free(pu_);
+}
+
+status worker::start()
+{
+    if (slots_ == nullptr || pu_ == nullptr) {
+        base::log(base::log_level::error, "worker %u: cannot reserve %zu bytes for its ULT table",
+                  id_, slots_bytes_);
+        return status::nomem;
+    }
+    try {
+        thread_ = std::thread([this] { main(); });
+    } catch (const std::system_error &e) {
+        base::log(base::log_level::error, "worker %u: cannot start its thread: %s", id_, e.what());
+        return status::system;
+    }
+    // sync: acquire; pairs with the release store in main(): the thread is in its loop.
+    while (!running_.load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+    }
+    return status::ok;
+}
+
+void worker::stop()
+{
+    if (!thread_.joinable()) {
+        return;
+    }
+    // sync: release; pairs with the acquire load in main()'s loop condition.
+    stop_.store(true, std::memory_order_release);
+    sleeping_.store(0, std::memory_order_seq_cst);
+    base::futex_wake(sleeping_);
+    thread_.join();
+}
+
+void worker::main()
+{
+    if (hwloc_set_cpubind(topo_, pu_, HWLOC_CPUBIND_THREAD) != 0) {
+        char *s = nullptr;
+        hwloc_bitmap_list_asprintf(&s, pu_);
+        base::log(base::log_level::warn, "worker %u: cannot bind to PU set %s: %s", id_,
+                  s != nullptr ? s : "?", std::strerror(errno));
+        std::free(s);
+    }
+    t_worker = this;
+    base::set_thread_yield_hook(yield_hook);
+    adopt_thread(sched_ctx_);
+    // sync: release; pairs with the acquire load in start().
+    running_.store(true, std::memory_order_release);
+    // sync: acquire; pairs with the release store in stop().
+    while (!stop_.load(std::memory_order_acquire)) {
+        if (runset_.drain([this](std::uint32_t id) { dispatch(id); }) == 0) {
+            idle();
+        }
+    }
+    base::set_thread_yield_hook(nullptr);
+    t_worker = nullptr;
+}
+
+void worker::idle()
+{
+    for (int round = 0; round < 256; ++round) {
+        for (int i = 0; i < 8; ++i) {
+            base::cpu_relax();
+        }
+        if (runset_.any() || stop_.load(std::memory_order_relaxed)) {
+            return;
+        }
+        if ((round & 31) == 31) {
+            std::this_thread::yield();
+        }
+    }
+    // seq_cst: Dekker handshake with wake(): either runset_.any() below sees the new
+    // bit, or the waker sees sleeping_ == 1 and wakes us.
+    sleeping_.store(1, std::memory_order_seq_cst);
+    if (runset_.any() || stop_.load(std::memory_order_seq_cst)) {
+        sleeping_.store(0, std::memory_order_relaxed);
+        return;
+    }
+    base::futex_wait(sleeping_, 1);
+    sleeping_.store(0, std::memory_order_relaxed);
+}
+
+void worker::dispatch(std::uint32_t id)
+{
+    slot &s = slot_at(id);
+    // sync: acquire; pairs with the release store of state in spawn(): u is complete.
+    // Ids above fresh_ never get a bit, so the slot is constructed.
+    if (s.state.load(std::memory_order_acquire) != slot_state::live) {
+        return; // stale wake-up of an exited or free id
+    }
+    ult *u = s.u;
+    t_current = u;
+    dispatches_.store(dispatches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    void *why = jump(sched_ctx_, u->ctx, k_switch);
+    t_current = nullptr;
+    if (why != k_exit) {
+        return;
+    }
+    retire(u->ctx);
+    const stack_region stack = u->stack;
+    {
+        alloc_guard g(alloc_lock_);
+        if (stack_cache_.size() < k_stack_cache) {
+            stack_cache_.push_back(stack);
+        } else {
+            stacks_.put(stack);
+        }
+    }
+    live_.fetch_sub(1, std::memory_order_relaxed);
+    if (s.detached) {
+        release_id(id); // nobody joins it
+        return;
+    }
+    s.state.store(slot_state::exited, std::memory_order_relaxed);
+    (void)s.done.signal(); // the joiner may free the slot from here on: no more access
+}
+
+void worker::entry(void *, void *arg)
+{
+    ult *u = static_cast<ult *>(arg);
+    enter(u->ctx);
+    worker *w = u->owner;
+    void *r = u->func(u->arg);
+    w->slot_at(u->id).retval = r;
+    jump(u->ctx, w->sched_ctx_, k_exit, true);
+    __builtin_unreachable();
+}
+
+status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64_t &handle)
+{
+    std::uint32_t id;
+    stack_region stack;
+    bool have_stack = false;
+    bool fresh = false;
+    {
+        alloc_guard g(alloc_lock_);
+        if (!free_ids_.empty()) {
+            id = free_ids_.back();
+            free_ids_.pop_back();
+        } else if (fresh_.load(std::memory_order_relaxed) < capacity_) {
+            id = fresh_.load(std::memory_order_relaxed);
+            fresh = true;
+        } else {
+            base::log(base::log_level::warn, "worker %u: %u ULTs alive or unjoined: capacity reached",
+                      id_, capacity_);
+            return status::capacity;
+        }
+        if (!stack_cache_.empty()) {
+            stack = stack_cache_.back();
+            stack_cache_.pop_back();
+            have_stack = true;
+        }
+        if (fresh) {
+            new (&slots_[id]) slot();
+            // sync: release; pairs with the acquire load in join(): the slot is constructed.
+            fresh_.store(id + 1, std::memory_order_release);
+        }
+    }
+    if (!have_stack) {
+        if (status st = stacks_.get(stack); st != status::ok) {
+            release_id(id);
+            return st;
+        }
+    }
+    char *top = static_cast<char *>(stack.lo) + stack.size;
+    ult *u = reinterpret_cast<ult *>(reinterpret_cast<std::uintptr_t>(top - sizeof(ult)) & ~std::uintptr_t{63});
+    new (u) ult{};
+    u->func = func;
+    u->arg = arg;
+    u->stack = stack;
+    u->owner = this;
+    u->id = id;
+    make(u->ctx, stack.lo, static_cast<std::size_t>(reinterpret_cast<char *>(u) - static_cast<char *>(stack.lo)),
+         entry, u);
+
+    slot &s = slot_at(id);
+    s.u = u;
+    s.retval = nullptr;
+    s.detached = detached;
+    (void)s.done.reset(1);
+    const std::uint64_t gen = s.tag.load(std::memory_order_relaxed) >> 1;
+    if (detached) {
+        s.tag.store(gen << 1 | 1, std::memory_order_relaxed);
+    }
+    live_.fetch_add(1, std::memory_order_relaxed);
+    // sync: release; pairs with the acquire load in dispatch(): u and its context are set.
+    s.state.store(slot_state::live, std::memory_order_release);
+    handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
+    wake(id);
+    return status::ok;
+}
+
+status worker::join(std::uint64_t handle, void **ret)
+{
+    const std::uint32_t id = handle & 0xfffff;
+    const std::uint64_t gen = handle >> 32;
+    // sync: acquire; pairs with the release store of fresh_ in spawn(): slot constructed.
+    if (gen == 0 || id >= fresh_.load(std::memory_order_acquire)) {
+        base::log(base::log_level::warn, "join: handle %#llx was never issued",
+                  static_cast<unsigned long long>(handle));
+        return status::invalid_handle;
+    }
+    slot &s = slot_at(id);
+    const ult *self = t_current;
+    if (self != nullptr && self->owner == this && self->id == id &&
+        (s.tag.load(std::memory_order_relaxed) >> 1) == gen) {
+        base::log(base::log_level::warn, "join: a ULT cannot join itself");
+        return status::deadlock;
+    }
+    std::uint64_t expected = gen << 1;
+    // acq_rel: claim the exact (generation, unclaimed) ULT; a later spawn in this slot
+    // has a higher generation, so a stale handle cannot claim it.
+    if (!s.tag.compare_exchange_strong(expected, expected | 1, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+        if ((expected >> 1) < gen) {
+            base::log(base::log_level::warn, "join: handle %#llx was never issued",
+                      static_cast<unsigned long long>(handle));
+            return status::invalid_handle;
+        }
+        base::log(base::log_level::warn, "join: ULT %#llx was already joined, is being joined, or is detached",
+                  static_cast<unsigned long long>(handle));
+        return status::already_joined;
+    }
+    if (status st = s.done.wait(); st != status::ok) {
+        return st; // cannot happen: the claim makes us the only waiter
+    }
+    if (ret != nullptr) {
+        *ret = s.retval;
+    }
+    release_id(id);
+    return status::ok;
+}
+
+void worker::release_id(std::uint32_t id)
+{
+    slot &s = slot_at(id);
+    const std::uint64_t gen = s.tag.load(std::memory_order_relaxed) >> 1;
+    s.state.store(slot_state::free, std::memory_order_relaxed);
+    // relaxed: the alloc lock below orders this for the next spawner.
+    s.tag.store((gen + 1) << 1, std::memory_order_relaxed);
+    alloc_guard g(alloc_lock_);
+    free_ids_.push_back(id);
+}
+
+std::vector<std::uint32_t> worker::live_ids(std::size_t max) const
+{
+    std::vector<std::uint32_t> ids;
+    const std::uint32_t n = fresh_.load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; i < n && ids.size() < max; ++i) {
+        if (slots_[i].state.load(std::memory_order_relaxed) == slot_state::live) {
+            ids.push_back(i);
+        }
+    }
+    return ids;
+}
+
+worker *worker::current() noexcept { return t_worker; }
+
+ult *worker::current_ult() noexcept { return t_current; }
+
+std::uint64_t worker::handle_of(const ult &u) const noexcept
+{
+    const std::uint64_t gen = slot_at(u.id).tag.load(std::memory_order_relaxed) >> 1;
+    return make_handle(static_cast<std::uint32_t>(gen), id_, u.id);
+}
+
+void worker::yield_current() noexcept
+{
+    ult *u = t_current;
+    worker *w = u->owner;
+    w->runset_.set(u->id);
+    (void)jump(u->ctx, w->sched_ctx_, k_switch);
+}
+
+void worker::block_current() noexcept
+{
+    ult *u = t_current;
+    (void)jump(u->ctx, u->owner->sched_ctx_, k_switch);
+}
+
+} // namespace mpiv::sched

@@ -1,0 +1,134 @@
+// The hand-written context switch: transfer values, callee-saved state, FP control state.
+#include <gtest/gtest.h>
+
+#include <cfenv>
+#include <cstdint>
+#include <vector>
+
+#include "sched/context.hpp"
+
+namespace {
+
+using mpiv::sched::context;
+
+struct fixture {
+    context main_ctx;
+    context fiber;
+    std::vector<char> stack = std::vector<char>(64 * 1024);
+    std::vector<std::uintptr_t> seen;
+};
+
+void counting_entry(void *transfer, void *arg)
+{
+    auto *f = static_cast<fixture *>(arg);
+    mpiv::sched::enter(f->fiber);
+    auto v = reinterpret_cast<std::uintptr_t>(transfer);
+    for (;;) {
+        f->seen.push_back(v);
+        v = reinterpret_cast<std::uintptr_t>(mpiv::sched::jump(f->fiber, f->main_ctx, reinterpret_cast<void *>(v * 2)));
+    }
+}
+
+TEST(context, transfer_values_round_trip)
+{
+    fixture f;
+    mpiv::sched::adopt_thread(f.main_ctx);
+    mpiv::sched::make(f.fiber, f.stack.data(), f.stack.size(), counting_entry, &f);
+    for (std::uintptr_t i = 1; i <= 100; ++i) {
+        void *r = mpiv::sched::jump(f.main_ctx, f.fiber, reinterpret_cast<void *>(i));
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(r), i * 2);
+    }
+    ASSERT_EQ(f.seen.size(), 100u);
+    for (std::uintptr_t i = 0; i < 100; ++i) {
+        EXPECT_EQ(f.seen[i], i + 1);
+    }
+    mpiv::sched::retire(f.fiber);
+}
+
+// A fiber that sets its own rounding mode; each side must keep its own across switches.
+struct fp_fixture {
+    context main_ctx;
+    context fiber;
+    std::vector<char> stack = std::vector<char>(64 * 1024);
+    int fiber_round_seen = -1;
+};
+
+void fp_entry(void *, void *arg)
+{
+    auto *f = static_cast<fp_fixture *>(arg);
+    mpiv::sched::enter(f->fiber);
+    std::fesetround(FE_UPWARD);
+    for (;;) {
+        mpiv::sched::jump(f->fiber, f->main_ctx, nullptr);
+        f->fiber_round_seen = std::fegetround();
+    }
+}
+
+TEST(context, floating_point_control_state_is_per_context)
+{
+    fp_fixture f;
+    mpiv::sched::adopt_thread(f.main_ctx);
+    std::fesetround(FE_TOWARDZERO);
+    mpiv::sched::make(f.fiber, f.stack.data(), f.stack.size(), fp_entry, &f);
+    mpiv::sched::jump(f.main_ctx, f.fiber, nullptr); // fiber switches to FE_UPWARD
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO) << "the fiber's rounding mode leaked back";
+    mpiv::sched::jump(f.main_ctx, f.fiber, nullptr);
+    EXPECT_EQ(f.fiber_round_seen, FE_UPWARD) << "the fiber lost its rounding mode";
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO);
+    std::fesetround(FE_TONEAREST);
+    mpiv::sched::retire(f.fiber);
+}
+
+// Many live values across a switch: the compiler keeps them in callee-saved registers.
+struct reg_fixture {
+    context main_ctx;
+    context fiber;
+    std::vector<char> stack = std::vector<char>(64 * 1024);
+};
+
+void clobber_entry(void *, void *arg)
+{
+    auto *f = static_cast<reg_fixture *>(arg);
+    mpiv::sched::enter(f->fiber);
+    for (;;) {
+        volatile std::uint64_t sink = 0;
+        std::uint64_t a = 0x1111, b = 0x2222, c = 0x3333, d = 0x4444, e = 0x5555, g = 0x6666;
+        for (int i = 0; i < 8; ++i) {
+            a = a * 3 + b;
+            b = b * 5 + c;
+            c = c * 7 + d;
+            d = d * 11 + e;
+            e = e * 13 + g;
+            g = g * 17 + a;
+        }
+        sink = a ^ b ^ c ^ d ^ e ^ g;
+        (void)sink;
+        mpiv::sched::jump(f->fiber, f->main_ctx, nullptr);
+    }
+}
+
+TEST(context, callee_saved_values_survive_switches)
+{
+    reg_fixture f;
+    mpiv::sched::adopt_thread(f.main_ctx);
+    mpiv::sched::make(f.fiber, f.stack.data(), f.stack.size(), clobber_entry, &f);
+    std::uint64_t a = 1, b = 2, c = 3, d = 4, e = 5, g = 6;
+    for (int i = 0; i < 1000; ++i) {
+        a += 1;
+        b += 2;
+        c += 3;
+        d += 4;
+        e += 5;
+        g += 6;
+        mpiv::sched::jump(f.main_ctx, f.fiber, nullptr);
+    }
+    EXPECT_EQ(a, 1001u);
+    EXPECT_EQ(b, 2002u);
+    EXPECT_EQ(c, 3003u);
+    EXPECT_EQ(d, 4004u);
+    EXPECT_EQ(e, 5005u);
+    EXPECT_EQ(g, 6006u);
+    mpiv::sched::retire(f.fiber);
+}
+
+} // namespace

@@ -1,0 +1,520 @@
+// The ULT scheduler through its C++ core: spawn/join at scale, ThreadWait/ThreadSignal
+// with counting syncs, fairness, stack reuse, finalize with live ULTs, error paths.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "sched/runtime.hpp"
+#include "sched/sync.hpp"
+#include "test/gtest/common/stress.hpp"
+
+namespace {
+
+using mpiv::status;
+using mpiv::sched::runtime;
+using mpiv::sched::sync;
+
+class sched_test : public ::testing::Test {
+  protected:
+    void start(unsigned workers = 2, std::uint32_t max_ults = 1u << 20,
+               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO)
+    {
+        mpiv_params_t p{};
+        p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_MAX_ULTS |
+                       MPIV_PARAM_FIELD_GUARD_PAGES | MPIV_PARAM_FIELD_STACK_SIZE;
+        p.num_workers = workers;
+        p.max_ults_per_worker = max_ults;
+        p.guard_pages = guards;
+        p.stack_size = 32 * 1024;
+        ASSERT_EQ(runtime::init(&p), status::ok);
+        rt_ = runtime::get();
+        ASSERT_NE(rt_, nullptr);
+    }
+    void TearDown() override
+    {
+        if (runtime::get() != nullptr) {
+            EXPECT_EQ(runtime::finalize(), status::ok);
+        }
+    }
+    std::uint64_t spawn(mpiv_ult_func_t f, void *arg, int worker = MPIV_WORKER_ANY)
+    {
+        std::uint64_t h = 0;
+        EXPECT_EQ(rt_->spawn(f, arg, worker, false, h), status::ok);
+        return h;
+    }
+    runtime *rt_ = nullptr;
+};
+
+void *identity(void *arg) { return arg; }
+
+TEST_F(sched_test, spawn_join_from_1_to_100000)
+{
+    start();
+    for (std::uintptr_t n : {1u, 10u, 1000u, static_cast<unsigned>(mpiv::test::iterations(100000))}) {
+        std::vector<std::uint64_t> h(n);
+        for (std::uintptr_t i = 0; i < n; ++i) {
+            h[i] = spawn(identity, reinterpret_cast<void *>(i + 1));
+        }
+        for (std::uintptr_t i = 0; i < n; ++i) {
+            void *r = nullptr;
+            ASSERT_EQ(rt_->join(h[i], &r), status::ok);
+            ASSERT_EQ(reinterpret_cast<std::uintptr_t>(r), i + 1);
+        }
+    }
+}
+
+struct gate {
+    std::atomic<std::uint64_t> arrived{0};
+    std::unique_ptr<sync[]> syncs;
+};
+
+struct gate_arg {
+    gate *g;
+    std::size_t i;
+};
+
+void *wait_at_gate(void *arg)
+{
+    auto *a = static_cast<gate_arg *>(arg);
+    a->g->arrived.fetch_add(1, std::memory_order_release);
+    EXPECT_EQ(a->g->syncs[a->i].wait(), status::ok);
+    return nullptr;
+}
+
+// One million ULTs alive at once, all blocked in ThreadWait (fewer under sanitizers).
+TEST_F(sched_test, one_million_live_ults)
+{
+    start(2);
+    const std::size_t n = mpiv::test::iterations(1000000, 100);
+    gate g;
+    g.syncs.reset(new sync[n]);
+    std::vector<gate_arg> args(n);
+    std::vector<std::uint64_t> h(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        args[i] = gate_arg{&g, i};
+        h[i] = spawn(wait_at_gate, &args[i]);
+        ASSERT_NE(h[i], 0u) << "spawn " << i << " failed";
+    }
+    while (g.arrived.load(std::memory_order_acquire) < n) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(rt_->at(0).live() + rt_->at(1).live(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(g.syncs[i].signal(), status::ok);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(rt_->join(h[i], nullptr), status::ok);
+    }
+    EXPECT_EQ(rt_->at(0).live() + rt_->at(1).live(), 0u);
+}
+
+TEST_F(sched_test, signal_before_wait_in_ult_and_pthread)
+{
+    start();
+    sync s(1);
+    ASSERT_EQ(s.signal(), status::ok);
+    EXPECT_TRUE(s.test());
+    auto h = spawn([](void *a) -> void * {
+        return reinterpret_cast<void *>(static_cast<std::uintptr_t>(static_cast<sync *>(a)->wait()));
+    }, &s);
+    void *r = nullptr;
+    ASSERT_EQ(rt_->join(h, &r), status::ok);
+    EXPECT_EQ(static_cast<int>(reinterpret_cast<std::intptr_t>(r)), MPIV_OK);
+    sync t(1);
+    ASSERT_EQ(t.signal(), status::ok);
+    EXPECT_EQ(t.wait(), status::ok); // pthread: returns at once
+}
+
+TEST_F(sched_test, oversignal_is_reported_and_ignored)
+{
+    sync s(2);
+    ASSERT_EQ(s.signal(), status::ok);
+    EXPECT_FALSE(s.test());
+    ASSERT_EQ(s.signal(), status::ok);
+    EXPECT_TRUE(s.test());
+    EXPECT_EQ(s.signal(), status::oversignaled);
+    EXPECT_TRUE(s.test());
+    EXPECT_EQ(s.reset(0), status::invalid_arg);
+    EXPECT_EQ(s.reset(1), status::ok);
+    EXPECT_FALSE(s.test());
+}
+
+// A pthread waiter that has gone to sleep on its futex is woken by a ULT.
+TEST_F(sched_test, pthread_waiter_sleeps_and_is_woken)
+{
+    start();
+    sync s(1);
+    std::atomic<bool> woke{false};
+    std::thread waiter([&] {
+        EXPECT_EQ(s.wait(), status::ok);
+        woke.store(true, std::memory_order_release);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // past the spin phase
+    EXPECT_FALSE(woke.load(std::memory_order_acquire));
+    auto h = spawn([](void *a) -> void * {
+        EXPECT_EQ(static_cast<sync *>(a)->signal(), status::ok);
+        return nullptr;
+    }, &s);
+    waiter.join();
+    EXPECT_TRUE(woke.load());
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+}
+
+TEST_F(sched_test, second_waiter_is_busy)
+{
+    start();
+    sync s(1);
+    std::thread waiter([&] { EXPECT_EQ(s.wait(), status::ok); });
+    while (!s.has_waiter()) {
+        std::this_thread::yield();
+    }
+    EXPECT_EQ(s.wait(), status::busy);
+    EXPECT_EQ(s.reset(1), status::busy);
+    ASSERT_EQ(s.signal(), status::ok);
+    waiter.join();
+}
+
+// Waitall: one sync counts N completions from ULTs on every worker; the waiter wakes
+// once, after the N-th, and sees all their writes.
+struct waitall_state {
+    sync all{64};
+    std::atomic<int> done{0};
+    int values[64] = {};
+};
+
+void *waitall_signaller(void *arg)
+{
+    auto *st = static_cast<waitall_state *>(arg);
+    const int i = st->done.fetch_add(1, std::memory_order_relaxed);
+    st->values[i] = i + 1;
+    EXPECT_EQ(st->all.signal(), status::ok);
+    return nullptr;
+}
+
+TEST_F(sched_test, waitall_wakes_once_after_the_last_signal)
+{
+    start();
+    for (bool ult_waiter : {false, true}) {
+        waitall_state st;
+        std::vector<std::uint64_t> h;
+        std::uint64_t waiter_h = 0;
+        std::atomic<int> seen_at_wake{-1};
+        struct waiter_arg {
+            waitall_state *st;
+            std::atomic<int> *seen;
+        } wa{&st, &seen_at_wake};
+        auto wait_fn = [](void *a) -> void * {
+            auto *w = static_cast<waiter_arg *>(a);
+            EXPECT_EQ(w->st->all.wait(), status::ok);
+            int sum = 0;
+            for (int v : w->st->values) {
+                sum += v > 0 ? 1 : 0;
+            }
+            w->seen->store(sum, std::memory_order_relaxed);
+            return nullptr;
+        };
+        std::thread pthread_waiter;
+        if (ult_waiter) {
+            waiter_h = spawn(wait_fn, &wa, 0);
+        } else {
+            pthread_waiter = std::thread([&] { wait_fn(&wa); });
+        }
+        for (int i = 0; i < 64; ++i) {
+            h.push_back(spawn(waitall_signaller, &st, i % 2));
+        }
+        for (auto x : h) {
+            ASSERT_EQ(rt_->join(x, nullptr), status::ok);
+        }
+        if (ult_waiter) {
+            ASSERT_EQ(rt_->join(waiter_h, nullptr), status::ok);
+        } else {
+            pthread_waiter.join();
+        }
+        EXPECT_EQ(seen_at_wake.load(), 64) << (ult_waiter ? "ULT" : "pthread") << " waiter";
+    }
+}
+
+// Signal storm: ULTs on both workers wait round after round; plain pthreads signal them.
+struct storm_ult {
+    sync s{1};
+    std::atomic<std::uint64_t> ready{0}; ///< rounds armed (the signaller may signal round r once ready > r)
+    std::uint64_t rounds = 0;
+    std::uint64_t completed = 0;
+};
+
+void *storm_body(void *arg)
+{
+    auto *u = static_cast<storm_ult *>(arg);
+    for (std::uint64_t r = 0; r < u->rounds; ++r) {
+        // sync: release; pairs with the signaller's acquire: the sync is re-armed.
+        u->ready.store(r + 1, std::memory_order_release);
+        EXPECT_EQ(u->s.wait(), status::ok);
+        ++u->completed;
+        EXPECT_EQ(u->s.reset(1), status::ok);
+    }
+    return nullptr;
+}
+
+TEST_F(sched_test, cross_thread_signal_storm)
+{
+    start();
+    constexpr std::size_t n_ults = 128;
+    constexpr std::size_t n_signallers = 4;
+    const std::uint64_t rounds = mpiv::test::iterations(500);
+    std::vector<storm_ult> ults(n_ults);
+    std::vector<std::uint64_t> h;
+    for (auto &u : ults) {
+        u.rounds = rounds;
+        h.push_back(spawn(storm_body, &u));
+    }
+    std::vector<std::thread> signallers;
+    for (std::size_t t = 0; t < n_signallers; ++t) {
+        signallers.emplace_back([&, t] {
+            for (std::uint64_t r = 0; r < rounds; ++r) {
+                for (std::size_t i = t; i < n_ults; i += n_signallers) {
+                    // sync: acquire; pairs with the release store in storm_body.
+                    while (ults[i].ready.load(std::memory_order_acquire) <= r) {
+                        std::this_thread::yield();
+                    }
+                    ASSERT_EQ(ults[i].s.signal(), status::ok);
+                }
+            }
+        });
+    }
+    for (auto &t : signallers) {
+        t.join();
+    }
+    for (auto x : h) {
+        ASSERT_EQ(rt_->join(x, nullptr), status::ok);
+    }
+    for (auto &u : ults) {
+        EXPECT_EQ(u.completed, rounds);
+    }
+}
+
+// Fairness: with N ULTs yielding in a loop on one worker, a ULT made runnable runs
+// within 2 (N + 2) dispatches: its bit is taken by the current pass or the next one.
+struct fair_state {
+    std::atomic<bool> stop{false};
+    sync wake{1};
+    std::uint64_t signalled_at = 0;
+    std::uint64_t ran_at = 0;
+    runtime *rt = nullptr;
+};
+
+TEST_F(sched_test, runnable_ult_runs_within_bounded_steps)
+{
+    start(1);
+    constexpr int n = 200;
+    for (int trial = 0; trial < 20; ++trial) {
+        fair_state st;
+        st.rt = rt_;
+        std::vector<std::uint64_t> h;
+        auto target = spawn([](void *a) -> void * {
+            auto *s = static_cast<fair_state *>(a);
+            EXPECT_EQ(s->wake.wait(), status::ok);
+            s->ran_at = s->rt->at(0).dispatches();
+            return nullptr;
+        }, &st, 0);
+        for (int i = 0; i < n; ++i) {
+            h.push_back(spawn([](void *a) -> void * {
+                auto *s = static_cast<fair_state *>(a);
+                while (!s->stop.load(std::memory_order_relaxed)) {
+                    mpiv::sched::worker::yield_current();
+                }
+                return nullptr;
+            }, &st, 0));
+        }
+        // A ULT on the same worker signals the target at a scheduling step it records.
+        auto signaller = spawn([](void *a) -> void * {
+            auto *s = static_cast<fair_state *>(a);
+            for (int k = 0; k < 3; ++k) {
+                mpiv::sched::worker::yield_current();
+            }
+            s->signalled_at = s->rt->at(0).dispatches();
+            EXPECT_EQ(s->wake.signal(), status::ok);
+            return nullptr;
+        }, &st, 0);
+        ASSERT_EQ(rt_->join(target, nullptr), status::ok);
+        st.stop.store(true, std::memory_order_relaxed);
+        ASSERT_EQ(rt_->join(signaller, nullptr), status::ok);
+        for (auto x : h) {
+            ASSERT_EQ(rt_->join(x, nullptr), status::ok);
+        }
+        ASSERT_GT(st.ran_at, st.signalled_at);
+        EXPECT_LE(st.ran_at - st.signalled_at, 2u * (n + 2)) << "trial " << trial;
+    }
+}
+
+TEST_F(sched_test, stacks_are_reused)
+{
+    start(1);
+    std::set<std::uintptr_t> pages;
+    for (int i = 0; i < 1000; ++i) {
+        auto h = spawn([](void *) -> void * {
+            int local = 0;
+            return reinterpret_cast<void *>(reinterpret_cast<std::uintptr_t>(&local) >> 12);
+        }, nullptr);
+        void *r = nullptr;
+        ASSERT_EQ(rt_->join(h, &r), status::ok);
+        pages.insert(reinterpret_cast<std::uintptr_t>(r));
+    }
+    EXPECT_LE(pages.size(), 2u) << "sequential ULTs should reuse one cached stack";
+}
+
+TEST_F(sched_test, guard_page_policy)
+{
+    start(1, 1024, MPIV_GUARD_PAGES_NEVER);
+    auto h = spawn(identity, nullptr);
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+    EXPECT_EQ(rt_->stacks().guarded(), 0u);
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    start(1, 1024, MPIV_GUARD_PAGES_AUTO);
+    h = spawn(identity, nullptr);
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+    EXPECT_EQ(rt_->stacks().guarded(), 1u);
+}
+
+TEST_F(sched_test, finalize_with_live_ults_reports_busy)
+{
+    start();
+    sync s(1);
+    auto h = spawn([](void *a) -> void * {
+        EXPECT_EQ(static_cast<sync *>(a)->wait(), status::ok);
+        return nullptr;
+    }, &s);
+    EXPECT_EQ(runtime::finalize(), status::busy);
+    ASSERT_NE(runtime::get(), nullptr) << "a refused finalize must leave the runtime usable";
+    ASSERT_EQ(s.signal(), status::ok);
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+}
+
+TEST_F(sched_test, join_errors)
+{
+    start();
+    auto h = spawn(identity, nullptr);
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+    EXPECT_EQ(rt_->join(h, nullptr), status::already_joined);
+    EXPECT_EQ(rt_->join(0, nullptr), status::invalid_handle);
+    EXPECT_EQ(rt_->join(mpiv::sched::worker::make_handle(1, 7, 0), nullptr), status::invalid_handle);
+    EXPECT_EQ(rt_->join(mpiv::sched::worker::make_handle(1, 0, 99999), nullptr), status::invalid_handle);
+    EXPECT_EQ(rt_->join(h + (std::uint64_t{5} << 32), nullptr), status::invalid_handle);
+    // The id is reused by the next spawn; the old handle still says "already joined".
+    auto h2 = spawn(identity, nullptr, mpiv::sched::worker::handle_worker(h));
+    EXPECT_EQ(rt_->join(h, nullptr), status::already_joined);
+    EXPECT_EQ(rt_->join(h2, nullptr), status::ok);
+    // A ULT joining itself.
+    auto self_join = spawn([](void *a) -> void * {
+        auto *rt = static_cast<runtime *>(a);
+        const auto *u = mpiv::sched::worker::current_ult();
+        return reinterpret_cast<void *>(static_cast<std::intptr_t>(rt->join(u->owner->handle_of(*u), nullptr)));
+    }, rt_);
+    void *r = nullptr;
+    ASSERT_EQ(rt_->join(self_join, &r), status::ok);
+    EXPECT_EQ(static_cast<status>(reinterpret_cast<std::intptr_t>(r)), status::deadlock);
+}
+
+TEST_F(sched_test, spawn_errors_and_capacity)
+{
+    start(1, 64);
+    std::uint64_t h = 0;
+    EXPECT_EQ(rt_->spawn(identity, nullptr, 1, false, h), status::invalid_arg);
+    EXPECT_EQ(rt_->spawn(identity, nullptr, -2, false, h), status::invalid_arg);
+    std::unique_ptr<sync[]> syncs(new sync[64]);
+    std::vector<std::uint64_t> hs;
+    for (int i = 0; i < 64; ++i) {
+        hs.push_back(spawn([](void *a) -> void * {
+            EXPECT_EQ(static_cast<sync *>(a)->wait(), status::ok);
+            return nullptr;
+        }, &syncs[i]));
+    }
+    EXPECT_EQ(rt_->spawn(identity, nullptr, 0, false, h), status::capacity);
+    for (int i = 0; i < 64; ++i) {
+        ASSERT_EQ(syncs[i].signal(), status::ok);
+        ASSERT_EQ(rt_->join(hs[i], nullptr), status::ok);
+    }
+    EXPECT_EQ(rt_->spawn(identity, nullptr, 0, false, h), status::ok) << "capacity comes back after joins";
+    ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+}
+
+TEST_F(sched_test, detached_ults_are_reclaimed_and_not_joinable)
+{
+    start(1, 64);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 1000; ++i) { // far more than the capacity: ids are recycled
+        std::uint64_t h = 0;
+        ASSERT_EQ(rt_->spawn([](void *a) -> void * {
+            static_cast<std::atomic<int> *>(a)->fetch_add(1, std::memory_order_relaxed);
+            return nullptr;
+        }, &ran, 0, true, h), status::ok);
+        if (i % 32 == 31) {
+            while (ran.load(std::memory_order_relaxed) <= i - 16) {
+                std::this_thread::yield();
+            }
+        }
+        if (i == 0) {
+            while (ran.load() == 0) {
+                std::this_thread::yield();
+            }
+            EXPECT_EQ(rt_->join(h, nullptr), status::already_joined);
+        }
+    }
+    while (ran.load() < 1000) {
+        std::this_thread::yield();
+    }
+}
+
+TEST_F(sched_test, init_parameter_errors)
+{
+    mpiv_params_t p{};
+    p.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
+    p.stack_size = 4096;
+    EXPECT_EQ(runtime::init(&p), status::param);
+    p.field_mask = MPIV_PARAM_FIELD_MAX_ULTS;
+    p.max_ults_per_worker = (1u << 20) + 1;
+    EXPECT_EQ(runtime::init(&p), status::param);
+    p.field_mask = MPIV_PARAM_FIELD_CPUSET;
+    p.cpuset = "not-a-cpuset";
+    EXPECT_EQ(runtime::init(&p), status::param);
+    p.cpuset = "4000-4001";
+    EXPECT_EQ(runtime::init(&p), status::topology);
+    p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS;
+    p.num_workers = 0;
+    EXPECT_EQ(runtime::init(&p), status::param);
+    p.field_mask = MPIV_PARAM_FIELD_GUARD_PAGES;
+    p.guard_pages = static_cast<mpiv_guard_pages_t>(7);
+    EXPECT_EQ(runtime::init(&p), status::param);
+    EXPECT_EQ(runtime::get(), nullptr);
+    EXPECT_EQ(runtime::finalize(), status::not_initialized);
+    // Reference counting: two inits need two finalizes.
+    ASSERT_EQ(runtime::init(nullptr), status::ok);
+    ASSERT_EQ(runtime::init(nullptr), status::ok);
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    EXPECT_NE(runtime::get(), nullptr);
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    EXPECT_EQ(runtime::get(), nullptr);
+}
+
+TEST_F(sched_test, more_workers_than_pus_share_them)
+{
+    start(5);
+    EXPECT_EQ(rt_->num_workers(), 5u);
+    std::vector<std::uint64_t> h;
+    for (int w = 0; w < 5; ++w) {
+        h.push_back(spawn([](void *) -> void * {
+            return reinterpret_cast<void *>(static_cast<std::uintptr_t>(mpiv::sched::worker::current()->id()));
+        }, nullptr, w));
+    }
+    for (int w = 0; w < 5; ++w) {
+        void *r = nullptr;
+        ASSERT_EQ(rt_->join(h[w], &r), status::ok);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(r), static_cast<std::uintptr_t>(w));
+    }
+}
+
+} // namespace
