@@ -1,0 +1,164 @@
+// The exported C ABI of libmpiv.so: life cycle, every documented error path, logging.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mpiv/mpiv.h>
+
+namespace {
+
+void *add_one(void *arg) { return reinterpret_cast<void *>(reinterpret_cast<std::uintptr_t>(arg) + 1); }
+
+struct log_capture {
+    std::vector<std::string> lines;
+    static void handler(int, const char *msg, void *ctx) { static_cast<log_capture *>(ctx)->lines.emplace_back(msg); }
+};
+
+TEST(api, calls_before_init_and_after_finalize_fail_cleanly)
+{
+    mpiv_ult_h h = MPIV_ULT_NULL;
+    unsigned n = 0;
+    EXPECT_EQ(mpiv_spawn(add_one, nullptr, MPIV_WORKER_ANY, &h), MPIV_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(mpiv_join(1, nullptr), MPIV_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(mpiv_num_workers(&n), MPIV_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(mpiv_finalize(), MPIV_ERR_NOT_INITIALIZED);
+    ASSERT_EQ(mpiv_init(nullptr), MPIV_OK);
+    ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+    EXPECT_EQ(mpiv_spawn(add_one, nullptr, MPIV_WORKER_ANY, &h), MPIV_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(h, MPIV_ULT_NULL) << "outputs are written only on success";
+}
+
+TEST(api, spawn_join_yield_self)
+{
+    ASSERT_EQ(mpiv_init(nullptr), MPIV_OK);
+    unsigned n = 0;
+    ASSERT_EQ(mpiv_num_workers(&n), MPIV_OK);
+    EXPECT_GE(n, 1u);
+    std::vector<mpiv_ult_h> hs;
+    for (std::uintptr_t i = 0; i < 100; ++i) {
+        mpiv_ult_h h = MPIV_ULT_NULL;
+        ASSERT_EQ(mpiv_spawn([](void *a) -> void * {
+            for (int k = 0; k < 10; ++k) {
+                EXPECT_EQ(mpiv_yield(), MPIV_OK);
+            }
+            mpiv_ult_h me = MPIV_ULT_NULL;
+            int w = -1;
+            EXPECT_EQ(mpiv_self(&me), MPIV_OK);
+            EXPECT_NE(me, MPIV_ULT_NULL);
+            EXPECT_EQ(mpiv_self_worker(&w), MPIV_OK);
+            EXPECT_GE(w, 0);
+            return add_one(a);
+        }, reinterpret_cast<void *>(i), static_cast<int>(i % n), &h), MPIV_OK);
+        hs.push_back(h);
+    }
+    for (std::uintptr_t i = 0; i < 100; ++i) {
+        void *r = nullptr;
+        ASSERT_EQ(mpiv_join(hs[i], &r), MPIV_OK);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(r), i + 1);
+    }
+    mpiv_ult_h me = 42;
+    int w = 42;
+    EXPECT_EQ(mpiv_self(&me), MPIV_ERR_NOT_ULT);
+    EXPECT_EQ(me, 42u);
+    EXPECT_EQ(mpiv_self_worker(&w), MPIV_ERR_NOT_ULT);
+    EXPECT_EQ(mpiv_yield(), MPIV_OK) << "outside a ULT, yield yields the kernel thread";
+    ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+}
+
+TEST(api, bad_arguments_return_errors)
+{
+    ASSERT_EQ(mpiv_init(nullptr), MPIV_OK);
+    mpiv_ult_h h = MPIV_ULT_NULL;
+    EXPECT_EQ(mpiv_spawn(nullptr, nullptr, MPIV_WORKER_ANY, &h), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_spawn(add_one, nullptr, 1 << 20, &h), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_join(MPIV_ULT_NULL, nullptr), MPIV_ERR_INVALID_HANDLE);
+    EXPECT_EQ(mpiv_join(0xdeadbeefcafeULL, nullptr), MPIV_ERR_INVALID_HANDLE);
+    ASSERT_EQ(mpiv_spawn(add_one, nullptr, MPIV_WORKER_ANY, &h), MPIV_OK);
+    ASSERT_EQ(mpiv_join(h, nullptr), MPIV_OK);
+    EXPECT_EQ(mpiv_join(h, nullptr), MPIV_ERR_ALREADY_JOINED);
+    EXPECT_EQ(mpiv_num_workers(nullptr), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_self(nullptr), MPIV_ERR_INVALID_ARG);
+
+    mpiv_sync_h s = nullptr;
+    EXPECT_EQ(mpiv_sync_create(0, &s), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_sync_create(1, nullptr), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_sync_signal(nullptr), MPIV_ERR_INVALID_HANDLE);
+    EXPECT_EQ(mpiv_sync_wait(nullptr), MPIV_ERR_INVALID_HANDLE);
+    EXPECT_EQ(mpiv_sync_destroy(nullptr), MPIV_ERR_INVALID_HANDLE);
+    alignas(64) unsigned char junk[64] = {};
+    EXPECT_EQ(mpiv_sync_signal(reinterpret_cast<mpiv_sync_h>(junk)), MPIV_ERR_INVALID_HANDLE);
+    ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+}
+
+TEST(api, sync_counts_and_wakes_across_threads)
+{
+    ASSERT_EQ(mpiv_init(nullptr), MPIV_OK);
+    mpiv_sync_h s = nullptr;
+    ASSERT_EQ(mpiv_sync_create(3, &s), MPIV_OK);
+    int done = -1;
+    ASSERT_EQ(mpiv_sync_test(s, &done), MPIV_OK);
+    EXPECT_EQ(done, 0);
+    EXPECT_EQ(mpiv_sync_test(s, nullptr), MPIV_ERR_INVALID_ARG);
+    mpiv_ult_h waiter = MPIV_ULT_NULL;
+    ASSERT_EQ(mpiv_spawn([](void *a) -> void * {
+        return reinterpret_cast<void *>(static_cast<std::intptr_t>(mpiv_sync_wait(static_cast<mpiv_sync_h>(a))));
+    }, s, 0, &waiter), MPIV_OK);
+    std::thread t1([&] { EXPECT_EQ(mpiv_sync_signal(s), MPIV_OK); });
+    std::thread t2([&] { EXPECT_EQ(mpiv_sync_signal(s), MPIV_OK); });
+    t1.join();
+    t2.join();
+    ASSERT_EQ(mpiv_sync_test(s, &done), MPIV_OK);
+    EXPECT_EQ(done, 0);
+    EXPECT_EQ(mpiv_sync_signal(s), MPIV_OK);
+    void *r = nullptr;
+    ASSERT_EQ(mpiv_join(waiter, &r), MPIV_OK);
+    EXPECT_EQ(static_cast<int>(reinterpret_cast<std::intptr_t>(r)), MPIV_OK);
+    EXPECT_EQ(mpiv_sync_signal(s), MPIV_ERR_OVERSIGNALED);
+    ASSERT_EQ(mpiv_sync_reset(s, 1), MPIV_OK);
+    ASSERT_EQ(mpiv_sync_signal(s), MPIV_OK);
+    EXPECT_EQ(mpiv_sync_wait(s), MPIV_OK);
+    EXPECT_EQ(mpiv_sync_reset(s, 0), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_sync_destroy(s), MPIV_OK);
+    ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+}
+
+TEST(api, finalize_reports_live_ults_and_logs_them)
+{
+    log_capture cap;
+    ASSERT_EQ(mpiv_set_log_handler(log_capture::handler, &cap), MPIV_OK);
+    ASSERT_EQ(mpiv_init(nullptr), MPIV_OK);
+    mpiv_sync_h s = nullptr;
+    ASSERT_EQ(mpiv_sync_create(1, &s), MPIV_OK);
+    mpiv_ult_h h = MPIV_ULT_NULL;
+    ASSERT_EQ(mpiv_spawn([](void *a) -> void * {
+        EXPECT_EQ(mpiv_sync_wait(static_cast<mpiv_sync_h>(a)), MPIV_OK);
+        return nullptr;
+    }, s, MPIV_WORKER_ANY, &h), MPIV_OK);
+    EXPECT_EQ(mpiv_finalize(), MPIV_ERR_BUSY);
+    ASSERT_FALSE(cap.lines.empty());
+    EXPECT_NE(cap.lines.back().find("1 ULTs are still alive"), std::string::npos) << cap.lines.back();
+    ASSERT_EQ(mpiv_sync_signal(s), MPIV_OK);
+    ASSERT_EQ(mpiv_join(h, nullptr), MPIV_OK);
+    EXPECT_EQ(mpiv_sync_destroy(s), MPIV_OK);
+    ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+    ASSERT_EQ(mpiv_set_log_handler(nullptr, nullptr), MPIV_OK);
+}
+
+TEST(api, status_strings)
+{
+    for (int c = -300; c <= 2; ++c) {
+        const char *s = mpiv_status_string(static_cast<mpiv_status_t>(c));
+        ASSERT_NE(s, nullptr);
+        EXPECT_GT(std::strlen(s), 0u);
+    }
+    EXPECT_STREQ(mpiv_status_string(MPIV_OK), "success");
+    EXPECT_STREQ(mpiv_status_string(static_cast<mpiv_status_t>(-12345)), "unknown mpiv status code");
+    EXPECT_TRUE(MPIV_STATUS_IS_RETRY(MPIV_ERR_RETRY_NOPACKET));
+    EXPECT_FALSE(MPIV_STATUS_IS_RETRY(MPIV_ERR_NOMEM));
+}
+
+} // namespace
