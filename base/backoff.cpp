@@ -4,7 +4,7 @@
 
 namespace mpiv::base {
 namespace {
-thread_local yield_hook t_yield_hook = nullptr;
+thread_local yield_hook t_yield_hook __attribute__((tls_model("initial-exec"))) = nullptr;
 } // namespace
 
 void set_thread_yield_hook(yield_hook hook) noexcept { t_yield_hook = hook; }

@@ -3,8 +3,8 @@
 // Design (seed 000 §3.1, Algorithms 3 and 4, with the hierarchical hint):
 // - Level 1 holds one bit per ULT id Γ, 64 per word. Level 2 holds one bit per *group*
 //   of 8 level-1 words (a cache line, 512 ids): "this group may have runnable ids".
-// - set(Γ) (ThreadSignal) is two fetch_or: the level-1 bit, then the group's level-2
-//   bit. Any thread may call it.
+// - set(Γ) (ThreadSignal) is a fetch_or of the level-1 bit, then of the group's level-2
+//   bit unless that is already set. Any thread may call it.
 // - drain() (the scheduler; only the owning worker calls it) takes a snapshot of each
 //   non-zero level-2 word with one exchange(0), then, for every group in the snapshot,
 //   exchanges each non-zero level-1 word with 0 and runs the ids of that local copy. A
@@ -23,6 +23,7 @@
 // on purpose (the scheduler reads it whole).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -51,16 +52,23 @@ class runset {
 
     std::uint32_t capacity() const noexcept { return groups_ * k_ids_per_group; }
 
-    /// Mark @p id runnable (ThreadSignal). Thread-safe, wait-free: two atomic ORs.
+    /// Mark @p id runnable (ThreadSignal). Thread-safe, wait-free: one or two atomic ORs.
     void set(std::uint32_t id) noexcept
     {
-        // sync: release; pairs with the acquire exchange of the level-1 word in drain():
-        // whatever the signaller wrote before is visible to the ULT it wakes.
-        l1_[id >> 6].fetch_or(std::uint64_t{1} << (id & 63), std::memory_order_release);
+        // sync: seq_cst; pairs with the seq_cst exchange of the level-1 word in drain()
+        // (release part: what the signaller wrote is visible to the ULT it wakes). seq_cst
+        // rather than release so the level-2 check below cannot be ordered before it.
+        l1_[id >> 6].fetch_or(std::uint64_t{1} << (id & 63), std::memory_order_seq_cst);
         const std::uint32_t group = id / k_ids_per_group;
-        // seq_cst: ordered after the level-1 OR and before the caller's check of the
-        // worker's sleeping flag (Dekker pair with worker::idle()).
-        l2_[group >> 6].fetch_or(std::uint64_t{1} << (group & 63), std::memory_order_seq_cst);
+        const std::uint64_t gbit = std::uint64_t{1} << (group & 63);
+        std::atomic<std::uint64_t> &hint = l2_[group >> 6];
+        // The hint is usually still set from an earlier wake-up: skip the second RMW then.
+        // If drain() clears it after this load, its level-1 exchange (ordered after the
+        // clear, seq_cst) sees our level-1 bit. seq_cst: also orders the caller's check of
+        // the worker's sleeping flag after this (Dekker pair with worker::idle()).
+        if ((hint.load(std::memory_order_seq_cst) & gbit) == 0) {
+            hint.fetch_or(gbit, std::memory_order_seq_cst);
+        }
     }
 
     /// True if any group hint is set. seq_cst: pairs with set() for the sleep protocol.
@@ -74,20 +82,26 @@ class runset {
         return false;
     }
 
-    /// One scheduling pass: call run(id) for each id taken from the set. Only the owning
-    /// worker calls this. Returns the number of ids taken.
-    template <class F> std::uint32_t drain(F &&run)
+    /// One scheduling pass over ids below @p limit (the caller's high-water mark of ids
+    /// in use; ids at or above it are never set): call run(id) for each id taken from the
+    /// set. Only the owning worker calls this. Returns the number of ids taken.
+    template <class F> std::uint32_t drain(std::uint32_t limit, F &&run)
     {
         const std::uint32_t rot = rotation_++;
+        const std::uint32_t groups = (std::min(limit, capacity()) + k_ids_per_group - 1) / k_ids_per_group;
+        const std::uint32_t words = (groups + 63) / 64;
+        if (words == 0) {
+            return 0;
+        }
         std::uint32_t taken = 0;
-        for (std::uint32_t i = 0; i < l2_words_; ++i) {
-            const std::uint32_t w = (i + rot) % l2_words_;
+        std::uint32_t w = (rot >> 6) % words;
+        for (std::uint32_t i = 0; i < words; ++i, w = w + 1 == words ? 0 : w + 1) {
             if (l2_[w].load(std::memory_order_relaxed) == 0) {
                 continue;
             }
-            // The level-2 snapshot needs no ordering of its own: level-1 words are read
-            // with acquire exchanges below.
-            const std::uint64_t groups = l2_[w].exchange(0, std::memory_order_acquire);
+            // seq_cst: the clear must be ordered before the level-1 exchanges below (see
+            // set(): a signaller that saw the hint set skipped setting it).
+            const std::uint64_t groups = l2_[w].exchange(0, std::memory_order_seq_cst);
             for_each_bit(groups, rot, [&](std::uint32_t g) {
                 const std::uint32_t group = w * 64 + g;
                 for (std::uint32_t k = 0; k < k_words_per_group; ++k) {
@@ -95,8 +109,8 @@ class runset {
                     if (l1_[word].load(std::memory_order_relaxed) == 0) {
                         continue;
                     }
-                    // sync: acquire; pairs with the release fetch_or in set().
-                    const std::uint64_t ids = l1_[word].exchange(0, std::memory_order_acquire);
+                    // sync: seq_cst (acquire); pairs with the level-1 fetch_or in set().
+                    const std::uint64_t ids = l1_[word].exchange(0, std::memory_order_seq_cst);
                     for_each_bit(ids, rot >> 3, [&](std::uint32_t b) {
                         ++taken;
                         run(word * 64 + b);

@@ -17,7 +17,7 @@ struct alignas(8) parker {
     std::atomic<std::uint32_t> flag{0}; ///< 1 once a signaller woke this thread
 };
 
-thread_local parker t_parker;
+thread_local parker t_parker __attribute__((tls_model("initial-exec")));
 
 std::uintptr_t ult_token(const ult &u) noexcept
 {

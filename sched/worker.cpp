@@ -12,8 +12,11 @@
 namespace mpiv::sched {
 namespace {
 
-thread_local worker *t_worker = nullptr;
-thread_local ult *t_current = nullptr;
+// initial-exec: these are read on every switch; the general-dynamic model would call
+// __tls_get_addr each time. libmpiv.so is small enough for the static TLS surplus glibc
+// keeps for libraries loaded later (as when Open MPI dlopens the PML component).
+thread_local worker *t_worker __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local ult *t_current __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Transfer values a ULT passes back to its scheduler.
 void *const k_switch = nullptr;
@@ -126,7 +129,8 @@ void worker::main()
     running_.store(true, std::memory_order_release);
     // sync: acquire; pairs with the release store in stop().
     while (!stop_.load(std::memory_order_acquire)) {
-        if (runset_.drain([this](std::uint32_t id) { dispatch(id); }) == 0) {
+        const std::uint32_t limit = fresh_.load(std::memory_order_relaxed);
+        if (runset_.drain(limit, [this](std::uint32_t id) { dispatch(id); }) == 0) {
             idle();
         }
     }

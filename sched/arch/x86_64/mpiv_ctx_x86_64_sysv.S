@@ -40,8 +40,11 @@ mpiv_ctx_jump:
     popq    %r15
     popq    %rbx
     popq    %rbp
+    popq    %r8
     movq    %rdx, %rax
-    ret
+    /* An indirect jump, not ret: after a stack switch a ret would always miss the
+     * return-stack predictor; the indirect-branch predictor learns the pattern. */
+    jmpq    *%r8
     .cfi_endproc
     .size   mpiv_ctx_jump, .-mpiv_ctx_jump
 

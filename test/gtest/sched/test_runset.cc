@@ -24,10 +24,10 @@ TEST(runset, set_then_drain_returns_each_id_once)
     }
     EXPECT_TRUE(rs.any());
     std::multiset<std::uint32_t> got;
-    rs.drain([&](std::uint32_t id) { got.insert(id); });
+    rs.drain(rs.capacity(), [&](std::uint32_t id) { got.insert(id); });
     EXPECT_EQ(got, std::multiset<std::uint32_t>(ids.begin(), ids.end()));
     EXPECT_FALSE(rs.any());
-    EXPECT_EQ(rs.drain([](std::uint32_t) {}), 0u);
+    EXPECT_EQ(rs.drain(rs.capacity(), [](std::uint32_t) {}), 0u);
 }
 
 TEST(runset, capacity_rounds_up_to_groups)
@@ -37,7 +37,7 @@ TEST(runset, capacity_rounds_up_to_groups)
     runset big(1u << 20);
     big.set((1u << 20) - 1);
     std::uint32_t seen = 0;
-    big.drain([&](std::uint32_t id) { seen = id; });
+    big.drain(big.capacity(), [&](std::uint32_t id) { seen = id; });
     EXPECT_EQ(seen, (1u << 20) - 1);
 }
 
@@ -50,7 +50,7 @@ TEST(runset, scan_start_rotates)
             rs.set(id);
         }
         bool first = true;
-        rs.drain([&](std::uint32_t id) {
+        rs.drain(rs.capacity(), [&](std::uint32_t id) {
             if (first) {
                 firsts.insert(id);
                 first = false;
@@ -72,7 +72,7 @@ TEST(runset, concurrent_producers_lose_nothing)
     std::atomic<bool> stop{false};
     std::thread consumer([&] {
         while (!stop.load(std::memory_order_acquire)) {
-            rs.drain([&](std::uint32_t id) { taken[id / 1000].fetch_add(1, std::memory_order_release); });
+            rs.drain(rs.capacity(), [&](std::uint32_t id) { taken[id / 1000].fetch_add(1, std::memory_order_release); });
         }
     });
     std::vector<std::thread> threads;
