@@ -15,12 +15,17 @@ inline std::uint64_t time_multiplier()
 }
 
 /// Iteration count for a stress loop: @p base scaled by the multiplier, and divided by
-/// @p sanitizer_divisor under ThreadSanitizer or AddressSanitizer (they run 5-20x slower).
+/// @p sanitizer_divisor under ThreadSanitizer or AddressSanitizer (they run 5-20x slower)
+/// and when $MPIV_TEST_SLOW is set (emulation, e.g. qemu-user in the aarch64 CI stage).
 inline std::uint64_t iterations(std::uint64_t base, std::uint64_t sanitizer_divisor = 10)
 {
     std::uint64_t n = base * time_multiplier();
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
     n /= sanitizer_divisor;
+#else
+    if (std::getenv("MPIV_TEST_SLOW") != nullptr) {
+        n /= sanitizer_divisor;
+    }
 #endif
     return n > 0 ? n : 1;
 }

@@ -55,7 +55,7 @@ void *identity(void *arg) { return arg; }
 TEST_F(sched_test, spawn_join_from_1_to_100000)
 {
     start();
-    for (std::uintptr_t n : {1u, 10u, 1000u, static_cast<unsigned>(mpiv::test::iterations(100000))}) {
+    for (std::uintptr_t n : {1u, 10u, 1000u, static_cast<unsigned>(mpiv::test::iterations(100000, 25))}) {
         std::vector<std::uint64_t> h(n);
         for (std::uintptr_t i = 0; i < n; ++i) {
             h[i] = spawn(identity, reinterpret_cast<void *>(i + 1));
@@ -86,11 +86,12 @@ void *wait_at_gate(void *arg)
     return nullptr;
 }
 
-// One million ULTs alive at once, all blocked in ThreadWait (fewer under sanitizers).
+// One million ULTs alive at once, all blocked in ThreadWait (4,000 under sanitizers:
+// ThreadSanitizer counts fibers against its limit of 8,128 threads).
 TEST_F(sched_test, one_million_live_ults)
 {
     start(2);
-    const std::size_t n = mpiv::test::iterations(1000000, 100);
+    const std::size_t n = mpiv::test::iterations(1000000, 250);
     gate g;
     g.syncs.reset(new sync[n]);
     std::vector<gate_arg> args(n);
@@ -311,7 +312,8 @@ TEST_F(sched_test, runnable_ult_runs_within_bounded_steps)
 {
     start(1);
     constexpr int n = 200;
-    for (int trial = 0; trial < 20; ++trial) {
+    const int trials = static_cast<int>(mpiv::test::iterations(20, 4));
+    for (int trial = 0; trial < trials; ++trial) {
         fair_state st;
         st.rt = rt_;
         std::vector<std::uint64_t> h;
