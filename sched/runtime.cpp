@@ -1,6 +1,7 @@
 #include "sched/runtime.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -113,13 +114,16 @@ status runtime::setup(const mpiv_params_t *p)
         max_ults = p->max_ults_per_worker;
     }
     if (mask & MPIV_PARAM_FIELD_GUARD_PAGES) {
-        if (p->guard_pages != MPIV_GUARD_PAGES_AUTO && p->guard_pages != MPIV_GUARD_PAGES_ALWAYS &&
-            p->guard_pages != MPIV_GUARD_PAGES_NEVER) {
-            base::log(base::log_level::error, "mpiv_init: guard_pages %d is not a mpiv_guard_pages_t",
-                      static_cast<int>(p->guard_pages));
+        // A C caller may store any int in the enum: read it as an int (in C++ an
+        // out-of-range enumerator value cannot be loaded).
+        int raw = 0;
+        static_assert(sizeof(raw) == sizeof(p->guard_pages), "C enums are int-sized");
+        std::memcpy(&raw, &p->guard_pages, sizeof(raw));
+        if (raw != MPIV_GUARD_PAGES_AUTO && raw != MPIV_GUARD_PAGES_ALWAYS && raw != MPIV_GUARD_PAGES_NEVER) {
+            base::log(base::log_level::error, "mpiv_init: guard_pages %d is not a mpiv_guard_pages_t", raw);
             return status::param;
         }
-        guards = p->guard_pages;
+        guards = static_cast<mpiv_guard_pages_t>(raw);
     }
     if (mask & MPIV_PARAM_FIELD_NUM_WORKERS) {
         if (p->num_workers < 1 || p->num_workers > k_max_workers) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <thread>
@@ -489,7 +490,8 @@ TEST_F(sched_test, init_parameter_errors)
     p.num_workers = 0;
     EXPECT_EQ(runtime::init(&p), status::param);
     p.field_mask = MPIV_PARAM_FIELD_GUARD_PAGES;
-    p.guard_pages = static_cast<mpiv_guard_pages_t>(7);
+    const int bad_policy = 7; // as a C caller could pass it
+    std::memcpy(&p.guard_pages, &bad_policy, sizeof(bad_policy));
     EXPECT_EQ(runtime::init(&p), status::param);
     EXPECT_EQ(runtime::get(), nullptr);
     EXPECT_EQ(runtime::finalize(), status::not_initialized);
