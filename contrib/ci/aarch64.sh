@@ -30,7 +30,4 @@ tests="test/gtest/sched/test_context test/gtest/sched/test_runset test/gtest/sch
 make -s -j"$jobs" $tests
 file test/gtest/sched/test_context | grep -q aarch64
 # qemu-user runs ~10x slower: MPIV_TEST_SLOW shrinks the stress loops as sanitizers do.
-if ! MPIV_TEST_SLOW=1 make -s check TESTS="$tests" LOG_COMPILER=qemu-aarch64; then
-  for t in $tests; do tail -n 60 "$t.log"; done
-  exit 1
-fi
+MPIV_TEST_SLOW=1 "$src/contrib/ci/run_tests.sh" --launcher qemu-aarch64 $tests

@@ -20,10 +20,5 @@ for kind in "${kinds[@]}"; do
   [ -f Makefile ] || "$src/configure" -q --enable-sanitizer="$kind" --with-ompi=no
   tests=$(make -s print-gtest-tests)
   make -s -j"$jobs" $tests
-  if ! make -s check TESTS="$tests"; then
-    for t in $tests; do
-      grep -q -E '^:test-result: (FAIL|ERROR)' "$t.trs" 2>/dev/null && { echo "---- $t.log"; tail -n 80 "$t.log"; }
-    done
-    exit 1
-  fi
+  "$src/contrib/ci/run_tests.sh" $tests
 done
