@@ -6,9 +6,10 @@
  *   1. An application thread makes the real request (point-to-point: in its own thread, so that
  *      a matching send and receive of one process both get posted, §3.2), allocates an
  *      apsm_op, starts a generalized request on it and pushes the op on the incoming stack.
- *      MPI-IO ops carry their arguments instead; the progress thread issues them (§3.3).
- *   2. The progress thread takes the whole stack, moves the ops into its active set and
- *      polls the active set with MPI_Testsome.
+ *      MPI-IO ops carry their arguments instead; the progress thread performs them (§3.3,
+ *      apsm_io.c) and completes them at once.
+ *   2. The progress thread takes the whole stack, moves the point-to-point ops into its active
+ *      set and polls the active set with MPI_Testsome.
  *   3. When a real request completes, the progress thread stores its status in the op, sets
  *      op->done and calls MPI_Grequest_complete. The application's Wait/Test then calls
  *      apsm_query_fn (copies the status) and apsm_free_fn.
@@ -57,7 +58,7 @@ struct apsm_io_args {
 struct apsm_op {
     struct apsm_op *next; /* incoming stack link; written before the push */
     MPI_Request greq;     /* the handle the application holds */
-    MPI_Request real;     /* the library's request (MPI-IO: made by the progress thread) */
+    MPI_Request real;     /* the library's request (point-to-point only) */
     enum apsm_kind kind;
     const char *call; /* the application's call, for messages */
     struct apsm_io_args io;
@@ -69,6 +70,14 @@ struct apsm_op {
     atomic_int refs;    /* see "Ownership" above */
 };
 
+/* MPIV_APSM_POLL; see mpiv_apsm.h. */
+enum apsm_poll {
+    APSM_POLL_AUTO,  /* sleep if the progress thread shares the process's only PU, else yield */
+    APSM_POLL_SPIN,  /* poll again at once */
+    APSM_POLL_YIELD, /* sched_yield, then poll again */
+    APSM_POLL_SLEEP  /* sleep poll_sleep_ns, then poll again */
+};
+
 /* Process-wide state. Fields are grouped by the thread that writes them. */
 struct apsm_state {
     /* Written by MPI_Init/MPI_Finalize (the thread that initializes MPI) only. */
@@ -77,7 +86,8 @@ struct apsm_state {
     int thread_level;       /* level reported to the application */
     int world_rank;         /* for messages; -1 before MPI_Init */
     bool verbose;
-    bool poll_yield;        /* sched_yield after a poll that completed nothing */
+    enum apsm_poll poll;    /* what the progress thread does after a poll that found nothing */
+    long poll_sleep_ns;     /* APSM_POLL_SLEEP: length of the pause */
     MPI_Count eager_limit;  /* 0: queue every message */
     pthread_t thread;
 
@@ -127,16 +137,22 @@ void apsm_op_release(struct apsm_op *op);
  */
 int apsm_op_submit(struct apsm_op *op, MPI_Request *request);
 
-/* Issue the MPI-IO call an op of this kind stands for (any thread). */
-int apsm_io_start(enum apsm_kind kind, const struct apsm_io_args *io, MPI_Request *request);
+/* Perform the MPI-IO access of an op with the blocking call; returns its error code. */
+int apsm_io_run(enum apsm_kind kind, const struct apsm_io_args *io, MPI_Status *status);
 /* Free io->type if it is our duplicate. */
 void apsm_io_drop_type(struct apsm_io_args *io);
+
+/* The status MPI defines for an empty request, with an error code and a cancelled flag. */
+void apsm_status_empty(MPI_Status *status, int error, int cancelled);
 
 /* Start and stop the progress thread. start returns 0 or an errno value (message printed). */
 int apsm_progress_start(void);
 void apsm_progress_stop(void);
 
-/* Bind the progress thread as MPIV_APSM_CPU_LIST or the process binding says. */
-void apsm_pin_progress_thread(pthread_t thread);
+/*
+ * Bind the calling thread (the progress thread) as MPIV_APSM_CPU_LIST or the process binding
+ * says. Returns true if it ends up sharing the process's only PU with the application.
+ */
+bool apsm_pin_self(void);
 
 #endif /* MPIV_APSM_INTERNAL_H */

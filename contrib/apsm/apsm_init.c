@@ -23,6 +23,8 @@ struct apsm_state apsm_g = {
 
 /* Used when the library exposes no eager limit: Open MPI's shared-memory default. */
 #define APSM_EAGER_FALLBACK 4096
+/* Pause of MPIV_APSM_POLL=sleep, in microseconds. */
+#define APSM_POLL_SLEEP_DEFAULT_US 20
 
 /* ------------------------------------------------------------------ messages */
 
@@ -63,6 +65,9 @@ void apsm_mpi_error(const char *call, int rc, const char *consequence)
     int len = 0;
     if (MPI_SUCCESS != PMPI_Error_string(rc, text, &len)) {
         snprintf(text, sizeof text, "MPI error code %d", rc);
+    }
+    for (char *nl = strchr(text, '\n'); NULL != nl; nl = strchr(nl, '\n')) {
+        *nl = ' '; /* MPICH's error stacks span lines */
     }
     apsm_error("%s failed: %s (MPI error %d); %s", call, text, rc, consequence);
 }
@@ -183,6 +188,35 @@ static MPI_Count apsm_library_eager_limit(const char **source)
     return limit;
 }
 
+/* Parse MPIV_APSM_POLL into apsm_g.poll and apsm_g.poll_sleep_ns; false (and neither
+ * changed) if malformed. */
+static bool apsm_parse_poll(const char *text)
+{
+    static const struct {
+        const char *name;
+        enum apsm_poll poll;
+    } modes[] = {{"auto", APSM_POLL_AUTO},
+                 {"spin", APSM_POLL_SPIN},
+                 {"yield", APSM_POLL_YIELD},
+                 {"sleep", APSM_POLL_SLEEP}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; ++i) {
+        if (0 == strcmp(text, modes[i].name)) {
+            apsm_g.poll = modes[i].poll;
+            return true;
+        }
+    }
+    if (0 == strncmp(text, "sleep:", 6)) {
+        char *end = NULL;
+        long us = strtol(text + 6, &end, 10);
+        if (end != text + 6 && '\0' == *end && us > 0 && us <= 1000000) {
+            apsm_g.poll = APSM_POLL_SLEEP;
+            apsm_g.poll_sleep_ns = us * 1000;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void apsm_configure(void)
 {
     const char *source = "MPIV_APSM_EAGER_LIMIT";
@@ -196,14 +230,14 @@ static void apsm_configure(void)
         apsm_g.eager_limit = apsm_library_eager_limit(&source);
     }
     const char *poll = getenv("MPIV_APSM_POLL");
-    apsm_g.poll_yield = true;
-    if (NULL != poll && 0 == strcmp(poll, "spin")) {
-        apsm_g.poll_yield = false;
-    } else if (NULL != poll && 0 != strcmp(poll, "yield")) {
-        apsm_error("MPIV_APSM_POLL='%s' is neither 'yield' nor 'spin': using 'yield'", poll);
+    apsm_g.poll = APSM_POLL_AUTO;
+    apsm_g.poll_sleep_ns = APSM_POLL_SLEEP_DEFAULT_US * 1000;
+    if (NULL != poll && !apsm_parse_poll(poll)) {
+        apsm_error("MPIV_APSM_POLL='%s' is not auto, spin, yield, sleep or sleep:<us>: using "
+                   "auto",
+                   poll);
     }
-    apsm_info("eager limit %lld bytes (%s), poll=%s", (long long) apsm_g.eager_limit, source,
-              apsm_g.poll_yield ? "yield" : "spin");
+    apsm_info("eager limit %lld bytes (%s)", (long long) apsm_g.eager_limit, source);
 }
 
 static const char *apsm_level_name(int level)
@@ -240,9 +274,10 @@ static bool apsm_library_matches(void)
     const char *built_for = "MPICH", *other = "libmpiv-apsm.so";
 #endif
     if (!ok) {
-        apsm_error("this library was built for %s but the application runs with \"%.60s\": use "
+        int first_line = (int) strcspn(version, "\n");
+        apsm_error("this library was built for %s but the application runs with \"%.*s\": use "
                    "%s instead",
-                   built_for, version, other);
+                   built_for, first_line < 60 ? first_line : 60, version, other);
     }
     return ok;
 }

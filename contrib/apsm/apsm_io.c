@@ -1,11 +1,21 @@
 /*
  * Non-blocking MPI-IO interceptors (seed 002, §3.3).
  *
- * The application's thread only records the call; the progress thread issues it, because a
- * library may do the whole transfer inside MPI_File_iread (ROMIO without AIO does), which would
- * otherwise happen in the application's thread.
+ * The application's thread only records the call; the progress thread performs it, so that
+ * the file access overlaps the application's work. The progress thread uses the blocking call
+ * (MPI_File_read_at for MPI_File_iread_at, and so on) and then completes the generalized
+ * request with its status:
+ * - ROMIO (MPICH's MPI-IO) performs a non-blocking access synchronously inside MPI_File_iread*
+ *   unless it was built with AIO, so the non-blocking call would block the progress thread
+ *   just the same (this is the reason for §3.3).
+ * - Open MPI 4.1's ompio keeps its pending requests in a global list without a lock and walks
+ *   it in opal_progress from whatever thread calls MPI; when a second thread creates or frees
+ *   ompio requests, the process crashes (observed here: SIGSEGV in mca_common_ompio_progress
+ *   while the application waited). Blocking calls create no such requests.
+ * The price: the file accesses of one process are performed one after the other, and while
+ * one runs the progress thread completes no point-to-point request.
  *
- * Deferring the call must not change what it accesses:
+ * Deferring the access must not change what it touches:
  * - The individual file pointer moves when the call is made (MPI 4.0 §14.4.3). The interceptor
  *   reads the pointer, moves it past the access with MPI_File_seek, and queues an _at access at
  *   the old position; a blocking read right after MPI_File_iread therefore reads the next
@@ -13,12 +23,12 @@
  *   Files opened with MPI_MODE_SEQUENTIAL allow no _at access: those calls go straight to the
  *   library.
  * - A derived datatype may be freed by the application right after the call: the op holds a
- *   duplicate until the call is issued.
- * - The shared file pointer cannot be claimed without a collective, so _shared calls are issued
- *   as they are. MPI leaves the order of shared-pointer accesses unspecified (§14.4.4), but a
- *   blocking shared-pointer access that this process makes before the progress thread issued
- *   its earlier _shared call may come first.
- * An error of a deferred call is printed and returned by the completion call (Wait/Test)
+ *   duplicate until the access is done.
+ * - The shared file pointer cannot be claimed without a collective, so _shared calls are
+ *   performed as they are. MPI leaves the order of shared-pointer accesses unspecified
+ *   (§14.4.4), but a blocking shared-pointer access that this process makes before the
+ *   progress thread performed its earlier _shared call may come first.
+ * An error of a deferred access is printed and returned by the completion call (Wait/Test)
  * instead of by the MPI_File_i* call itself. An invalid derived datatype is caught by the
  * datatype calls made here, on the error handler the library uses for datatypes.
  */
@@ -27,7 +37,27 @@
 
 static pthread_mutex_t apsm_pointer_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int apsm_io_start(enum apsm_kind kind, const struct apsm_io_args *io, MPI_Request *request)
+int apsm_io_run(enum apsm_kind kind, const struct apsm_io_args *io, MPI_Status *status)
+{
+    switch (kind) {
+    case APSM_OP_IREAD_AT:
+        return PMPI_File_read_at(io->fh, io->offset, io->buf.rd, io->count, io->type, status);
+    case APSM_OP_IWRITE_AT:
+        return PMPI_File_write_at(io->fh, io->offset, io->buf.wr, io->count, io->type, status);
+    case APSM_OP_IREAD_SHARED:
+        return PMPI_File_read_shared(io->fh, io->buf.rd, io->count, io->type, status);
+    case APSM_OP_IWRITE_SHARED:
+        return PMPI_File_write_shared(io->fh, io->buf.wr, io->count, io->type, status);
+    case APSM_OP_P2P:
+        break;
+    }
+    return MPI_ERR_INTERN;
+}
+
+/* The non-blocking call an op of this kind stands for, made in the caller's thread when the
+ * op cannot be queued. */
+static int apsm_io_start(enum apsm_kind kind, const struct apsm_io_args *io,
+                         MPI_Request *request)
 {
     switch (kind) {
     case APSM_OP_IREAD_AT:

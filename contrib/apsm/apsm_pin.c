@@ -80,23 +80,20 @@ static hwloc_obj_t apsm_core_of(hwloc_topology_t topo, int os_index)
     return NULL == pu ? NULL : hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
 }
 
-/* Fill set with a spare PU of the process binding; false (reason in *why) if there is none. */
-static bool apsm_set_spare_pu(hwloc_topology_t topo, hwloc_bitmap_t set, const char **why)
+/* Fill set with a spare PU of the process binding proc; false (reason in *why) if none. */
+static bool apsm_set_spare_pu(hwloc_topology_t topo, hwloc_const_bitmap_t proc,
+                              hwloc_bitmap_t set, const char **why)
 {
-    if (0 != hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS)) {
-        *why = "the process binding is unknown";
-        return false;
-    }
-    if (hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), set)) {
+    if (hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), proc)) {
         *why = "the process is not bound";
         return false;
     }
-    if (hwloc_bitmap_weight(set) < 2) {
-        *why = "the process is bound to a single PU";
+    if (hwloc_bitmap_weight(proc) < 2) {
+        *why = "the process is bound to a single PU, which the progress thread shares";
         return false;
     }
-    int last = hwloc_bitmap_last(set);
-    hwloc_obj_t core_first = apsm_core_of(topo, hwloc_bitmap_first(set));
+    int last = hwloc_bitmap_last(proc);
+    hwloc_obj_t core_first = apsm_core_of(topo, hwloc_bitmap_first(proc));
     if (NULL == core_first || core_first != apsm_core_of(topo, last)) {
         *why = "the process is bound to several cores";
         return false;
@@ -105,36 +102,47 @@ static bool apsm_set_spare_pu(hwloc_topology_t topo, hwloc_bitmap_t set, const c
     return true;
 }
 
-void apsm_pin_progress_thread(pthread_t thread)
+bool apsm_pin_self(void)
 {
     hwloc_topology_t topo;
+    bool shared = false;
     if (0 != hwloc_topology_init(&topo)) {
         apsm_error("hwloc_topology_init failed: the progress thread is not bound");
-        return;
+        return false;
     }
+    hwloc_bitmap_t proc = hwloc_bitmap_alloc();
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    if (NULL == set || 0 != hwloc_topology_load(topo)) {
-        apsm_error("hwloc cannot load the topology: the progress thread is not bound");
+    if (NULL == proc || NULL == set || 0 != hwloc_topology_load(topo) ||
+        0 != hwloc_get_cpubind(topo, proc, HWLOC_CPUBIND_PROCESS)) {
+        apsm_error("hwloc cannot read the topology or the process binding: the progress thread "
+                   "is not bound");
         goto out;
     }
     const char *list = getenv("MPIV_APSM_CPU_LIST");
     const char *why = NULL;
     bool bind = NULL != list && '\0' != list[0] ? apsm_set_from_list(topo, list, set)
-                                                 : apsm_set_spare_pu(topo, set, &why);
-    char *text = NULL;
+                                                 : apsm_set_spare_pu(topo, proc, set, &why);
     if (bind) {
+        char *text = NULL;
         hwloc_bitmap_list_asprintf(&text, set);
-        if (0 != hwloc_set_thread_cpubind(topo, thread, set, 0)) {
+        if (0 != hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD)) {
             apsm_error("cannot bind the progress thread to PU %s (%s)", text ? text : "?",
                        strerror(errno));
+            hwloc_bitmap_copy(set, proc);
         } else {
             apsm_info("progress thread bound to PU %s", text ? text : "?");
         }
         free(text);
-    } else if (NULL != why) {
-        apsm_info("progress thread not bound (%s)", why);
+    } else {
+        if (NULL != why) {
+            apsm_info("progress thread not bound (%s)", why);
+        }
+        hwloc_bitmap_copy(set, proc);
     }
+    shared = 1 == hwloc_bitmap_weight(proc) && hwloc_bitmap_isincluded(set, proc);
 out:
     hwloc_bitmap_free(set);
+    hwloc_bitmap_free(proc);
     hwloc_topology_destroy(topo);
+    return shared;
 }

@@ -10,10 +10,12 @@
  * calling MPI_Isend at once contend on one CAS only.
  *
  * Active set: arrays private to the progress thread holding the real requests (reqs[]) and
- * their ops (ops[]). One round: take the stack, issue the MPI-IO ops, apply cancels,
- * MPI_Testsome over reqs[], complete the finished ops, compact. The thread never blocks inside
- * MPI (no Waitsome): a Waitsome over a fixed set could not see new ops, cancels or finalize,
- * and a queued receive could wait forever for a message whose send is still in the stack.
+ * their ops (ops[]). One round: take the stack (performing MPI-IO ops on the way, see
+ * apsm_io.c), apply cancels, MPI_Testsome over reqs[], complete the finished ops, compact.
+ * The thread never blocks inside MPI (no Waitsome): a Waitsome over a fixed set could not see
+ * new ops, cancels or finalize, and a queued receive could wait forever for a message whose
+ * send is still in the stack. After a round that completed nothing it spins, yields or
+ * sleeps briefly (MPIV_APSM_POLL, apsm_progress_setup()).
  *
  * Sleeping: with nothing to poll the thread sleeps on a condition variable instead of
  * spinning. The wake-up is Dekker-style: the sleeper stores sleeping=1 and then loads head; a
@@ -39,6 +41,17 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+/* What happens to the error of a queued operation. */
+#if defined(MPICH_VERSION)
+#define APSM_RETURNED_BY_COMPLETION                                                           \
+    "the completion call returns it as MPI_ERR_OTHER (MPICH's class for every error of a "    \
+    "generalized request)"
+#else
+#define APSM_RETURNED_BY_COMPLETION "the completion call returns it"
+#endif
 
 /* The progress thread's private state. */
 struct apsm_active {
@@ -51,6 +64,7 @@ struct apsm_active {
     /* Ops taken from the stack that do not fit yet (the arrays could not grow). */
     struct apsm_op *backlog;
     struct apsm_op *backlog_tail;
+    enum apsm_poll poll; /* resolved: never APSM_POLL_AUTO */
 };
 
 /* ------------------------------------------------------------------ ops */
@@ -169,8 +183,7 @@ int apsm_op_submit(struct apsm_op *op, MPI_Request *request)
     return MPI_SUCCESS;
 }
 
-/* The status MPI defines for an empty request, with an error code and a cancelled flag. */
-static void apsm_status_empty(MPI_Status *status, int error, int cancelled)
+void apsm_status_empty(MPI_Status *status, int error, int cancelled)
 {
     memset(status, 0, sizeof *status);
     status->MPI_SOURCE = MPI_ANY_SOURCE;
@@ -234,27 +247,34 @@ static bool apsm_reserve(struct apsm_active *a)
     return true;
 }
 
-/* Move one op into the active set: issue it if it is MPI-IO, honour an early cancel. */
+/* Perform an MPI-IO op (or cancel it, if it was cancelled before) and complete it. */
+static void apsm_perform_io(struct apsm_op *op, bool cancel)
+{
+    if (cancel) {
+        apsm_status_empty(&op->status, MPI_SUCCESS, 1);
+    } else {
+        int rc = apsm_io_run(op->kind, &op->io, &op->status);
+        if (MPI_SUCCESS != rc) {
+            apsm_mpi_error(op->call, rc, APSM_RETURNED_BY_COMPLETION);
+            apsm_status_empty(&op->status, rc, 0);
+        } else {
+            op->status.MPI_ERROR = MPI_SUCCESS; /* a blocking call leaves the field unset */
+        }
+    }
+    apsm_io_drop_type(&op->io);
+    apsm_complete(op);
+}
+
+/* Move one point-to-point op into the active set (honouring an early cancel), or perform an
+ * MPI-IO op. */
 static void apsm_accept(struct apsm_active *a, struct apsm_op *op)
 {
     bool cancel = atomic_exchange_explicit(&op->cancel, false, memory_order_relaxed);
     if (APSM_OP_P2P != op->kind) {
-        int rc = MPI_SUCCESS;
-        if (!cancel) {
-            rc = apsm_io_start(op->kind, &op->io, &op->real);
-        }
-        apsm_io_drop_type(&op->io);
-        if (cancel || MPI_SUCCESS != rc) {
-            /* Never issued: complete it here, cancelled or with the error. */
-            if (MPI_SUCCESS != rc) {
-                apsm_mpi_error(op->call, rc,
-                               "in the progress thread; the completion call returns the error");
-            }
-            apsm_status_empty(&op->status, rc, cancel);
-            apsm_complete(op);
-            return;
-        }
-    } else if (cancel) {
+        apsm_perform_io(op, cancel);
+        return;
+    }
+    if (cancel) {
         int rc = PMPI_Cancel(&op->real);
         if (MPI_SUCCESS != rc) {
             apsm_mpi_error("MPI_Cancel", rc, "the request completes normally");
@@ -286,8 +306,11 @@ static void apsm_take_incoming(struct apsm_active *a)
         }
         a->backlog_tail = fifo_tail;
     }
-    while (NULL != a->backlog && apsm_reserve(a)) {
+    while (NULL != a->backlog) {
         struct apsm_op *op = a->backlog;
+        if (APSM_OP_P2P == op->kind && !apsm_reserve(a)) {
+            break;
+        }
         a->backlog = op->next;
         apsm_accept(a, op);
     }
@@ -306,6 +329,22 @@ static void apsm_apply_cancels(struct apsm_active *a)
                 apsm_mpi_error("MPI_Cancel", rc, "the request completes normally");
             }
         }
+    }
+}
+
+/* What the progress thread does after a poll that completed nothing. */
+static void apsm_pause(enum apsm_poll poll)
+{
+    switch (poll) {
+    case APSM_POLL_YIELD:
+        sched_yield();
+        break;
+    case APSM_POLL_SLEEP:
+        nanosleep(&(struct timespec){.tv_nsec = apsm_g.poll_sleep_ns}, NULL);
+        break;
+    case APSM_POLL_AUTO:
+    case APSM_POLL_SPIN:
+        break;
     }
 }
 
@@ -349,14 +388,16 @@ static void apsm_poll(struct apsm_active *a)
         if (MPI_SUCCESS == rc) {
             /* MPI sets the MPI_ERROR fields only when it returns MPI_ERR_IN_STATUS. */
             op->status.MPI_ERROR = MPI_SUCCESS;
+        } else if (MPI_SUCCESS != op->status.MPI_ERROR) {
+            apsm_mpi_error(op->call, op->status.MPI_ERROR, APSM_RETURNED_BY_COMPLETION);
         }
         apsm_complete(op);
         a->ops[i] = NULL;
     }
     if (outcount > 0) {
         apsm_compact(a);
-    } else if (apsm_g.poll_yield) {
-        sched_yield();
+    } else {
+        apsm_pause(a->poll);
     }
 }
 
@@ -411,10 +452,37 @@ static void apsm_sleep(void)
     atomic_store_explicit(&apsm_g.sleeping, false, memory_order_relaxed);
 }
 
+/*
+ * Bind this thread and choose its poll mode. A thread that shares the process's only PU with
+ * the application sleeps between polls by default: spinning or yielding, it would hold that PU
+ * while the application waits for it (MPI_Wait on a generalized request spins too, and a
+ * yield hands the PU back to that spinning thread), so each completion would take a scheduler
+ * time slice. A short sleep makes the kernel preempt the waiting thread when the pause ends.
+ */
+static enum apsm_poll apsm_progress_setup(void)
+{
+    bool shared = apsm_pin_self();
+    enum apsm_poll poll = apsm_g.poll;
+    if (APSM_POLL_AUTO == poll) {
+        poll = shared ? APSM_POLL_SLEEP : APSM_POLL_YIELD;
+    }
+#if defined(PR_SET_TIMERSLACK)
+    if (APSM_POLL_SLEEP == poll) {
+        /* The default slack (50 us) would stretch every pause by that much. */
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    }
+#endif
+    static const char *const names[] = {"auto", "spin", "yield", "sleep"};
+    apsm_info("progress thread started: poll=%s%s", names[poll],
+              shared ? " (it shares the process's only PU)" : "");
+    return poll;
+}
+
 static void *apsm_progress_main(void *arg)
 {
     struct apsm_active a = {0};
     (void) arg;
+    a.poll = apsm_progress_setup();
     for (;;) {
         apsm_take_incoming(&a);
         apsm_apply_cancels(&a);
@@ -430,7 +498,7 @@ static void *apsm_progress_main(void *arg)
         if (a.n > 0) {
             apsm_poll(&a);
         } else {
-            sched_yield(); /* only a backlog: wait for memory */
+            apsm_pause(APSM_POLL_SLEEP); /* only a backlog: wait for memory */
         }
         if (stop) {
             apsm_hand_back(&a);
@@ -453,7 +521,6 @@ int apsm_progress_start(void)
                    strerror(err));
         return err;
     }
-    apsm_pin_progress_thread(apsm_g.thread);
     return 0;
 }
 

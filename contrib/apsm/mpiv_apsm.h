@@ -19,7 +19,10 @@
  *                          of OS PU numbers and ranges ("0_2_4", "1,3_5-7"). Default: a spare PU
  *                          of the process binding, else no binding of its own.
  *   MPIV_APSM_POLL         what the progress thread does after a poll that completed nothing:
- *                          "yield" (default, sched_yield) or "spin".
+ *                          "spin" (poll again), "yield" (sched_yield), "sleep" or "sleep:<us>"
+ *                          (pause 20 or <us> microseconds). Default "auto": sleep when the thread
+ *                          shares the process's only PU with the application (spinning there
+ *                          would hold the PU the application needs), yield otherwise.
  *   MPIV_APSM_VERBOSE      1: one line per process on stderr saying how APSM is set up.
  *   MPIV_APSM_DISABLE      1: intercept nothing (plain MPI behaviour, for comparisons).
  */

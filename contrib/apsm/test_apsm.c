@@ -69,6 +69,24 @@ static int error_class(int rc)
     return cls;
 }
 
+/*
+ * Does error code rc have class cls? An error that comes back through an APSM generalized
+ * request in MPICH has class MPI_ERR_OTHER: MPICH replaces every error a generalized-request
+ * callback returns by "user defined function returned an error code" (APSM prints the original
+ * on stderr). queued says whether the failed operation went through APSM.
+ */
+static int has_class(int rc, int cls, int queued)
+{
+#if defined(MPICH_VERSION)
+    if (queued && MPI_ERR_OTHER == error_class(rc)) {
+        return 1;
+    }
+#else
+    (void) queued;
+#endif
+    return cls == error_class(rc);
+}
+
 /* ------------------------------------------------------------------ data, counters */
 
 static void fill(int *buf, int n, int seed)
@@ -109,7 +127,8 @@ static mpiv_apsm_counters_t counters(void)
 static int queues(long long bytes)
 {
     mpiv_apsm_counters_t c = counters();
-    return EXPECT_APSM == expect && (0 == c.eager_limit || (unsigned long long) bytes > c.eager_limit);
+    return EXPECT_APSM == expect &&
+           (0 == c.eager_limit || (unsigned long long) bytes > c.eager_limit);
 }
 
 static void check_queued(const mpiv_apsm_counters_t *before, int delta, const char *what, int line)
@@ -251,17 +270,22 @@ static void test_status(void)
         int rc = MPI_Waitall(1, reqs, sts);
         CHECK(MPI_ERR_IN_STATUS == error_class(rc), "MPI_Waitall gives %d, not MPI_ERR_IN_STATUS",
               rc);
-        CHECK(MPI_ERR_TRUNCATE == error_class(sts[0].MPI_ERROR),
-              "status error %d, not MPI_ERR_TRUNCATE", sts[0].MPI_ERROR);
+        CHECK(has_class(sts[0].MPI_ERROR, MPI_ERR_TRUNCATE,
+                        queues((long long) BIG / 2 * (int) sizeof(int))),
+              "status error %d (class %d), not MPI_ERR_TRUNCATE", sts[0].MPI_ERROR,
+              error_class(sts[0].MPI_ERROR));
         CHECK(0 == sts[0].MPI_SOURCE && 43 == sts[0].MPI_TAG, "truncated status source %d tag %d",
               sts[0].MPI_SOURCE, sts[0].MPI_TAG);
     }
-    /* MPI_PROC_NULL completes at once with the empty status of a null process. */
+    /* MPI_PROC_NULL completes at once and is never queued. (The source and tag of its status
+     * are not checked: MPICH 4.0.2 leaves them at 0 instead of MPI_PROC_NULL, MPI_ANY_TAG.) */
     mpiv_apsm_counters_t before = counters();
+    int count = -1;
     MPI_CHECK(MPI_Irecv(buf, BIG, MPI_INT, MPI_PROC_NULL, 5, MPI_COMM_WORLD, &req));
     check_queued(&before, 0, "MPI_Irecv from MPI_PROC_NULL", __LINE__);
     MPI_CHECK(MPI_Wait(&req, &st));
-    check_status(&st, MPI_PROC_NULL, MPI_ANY_TAG, 0, __LINE__);
+    MPI_CHECK(MPI_Get_count(&st, MPI_INT, &count));
+    CHECK(0 == count, "a receive from MPI_PROC_NULL gives count %d", count);
     free(buf);
     check_drained(__LINE__);
 }
@@ -285,8 +309,11 @@ static void test_cancel(void)
     }
     if (EXPECT_APSM == expect) {
         mpiv_apsm_counters_t c = counters();
-        CHECK(1 == c.cancelled - before.cancelled, "%llu cancelled operations counted, expected 1",
-              (unsigned long long) (c.cancelled - before.cancelled));
+        int queued = queues((long long) BIG * (int) sizeof(int)) +
+                     queues((long long) SMALL * (int) sizeof(int));
+        CHECK(queued == (int) (c.cancelled - before.cancelled),
+              "%llu cancelled operations counted, expected %d",
+              (unsigned long long) (c.cancelled - before.cancelled), queued);
     }
 
     /* Cancel after completion has no effect: the message is received. */
@@ -589,12 +616,18 @@ static void test_io(const char *path)
     CHECK(mine != theirs, "both ranks read block %d through the shared pointer", mine);
     check_queued(&before, 6, "MPI-IO calls", __LINE__);
 
-    /* An erroneous access: the error comes back from the call or from the completion. */
-    int rc = MPI_File_iread_at(fh, -blk, a, B, MPI_INT, &req);
+    /* A write to a read-only handle fails, with APSM in the completion call instead of the
+     * call itself; the error class must come through unchanged. */
+    MPI_File ro;
+    MPI_CHECK(MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &ro));
+    int rc = MPI_File_iwrite_at(ro, 0, a, B, MPI_INT, &req);
     if (MPI_SUCCESS == rc) {
         rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
     }
-    CHECK(MPI_SUCCESS != rc, "MPI_File_iread_at at a negative offset succeeded");
+    CHECK(has_class(rc, MPI_ERR_READ_ONLY, EXPECT_APSM == expect) ||
+              has_class(rc, MPI_ERR_ACCESS, EXPECT_APSM == expect),
+          "MPI_File_iwrite_at on a read-only file gives error %d (class %d)", rc, error_class(rc));
+    MPI_CHECK(MPI_File_close(&ro));
 
     MPI_CHECK(MPI_File_close(&fh));
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

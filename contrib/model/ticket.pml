@@ -28,7 +28,7 @@ byte finished = 0;
 inline ticket_lock(mine)
 {
     d_step { mine = next_ticket; next_ticket = (next_ticket + 1) % MOD };
-    (now_serving == mine)
+    atomic { now_serving == mine -> mine = 0 }
 }
 
 /* try_lock(): load now_serving, then CAS next_ticket from that value to the next one. */
@@ -39,7 +39,8 @@ inline ticket_try_lock(seen, ok)
         if
         :: next_ticket == seen -> next_ticket = (seen + 1) % MOD; ok = true
         :: else -> ok = false
-        fi
+        fi;
+        seen = 0
     }
 }
 
@@ -47,7 +48,7 @@ inline ticket_try_lock(seen, ok)
 inline ticket_unlock(seen)
 {
     seen = now_serving;
-    now_serving = (seen + 1) % MOD
+    atomic { now_serving = (seen + 1) % MOD; seen = 0 }
 }
 
 active [N] proctype thread()

@@ -24,7 +24,7 @@
 #define NH 2
 #endif
 #ifndef NL
-#define NL 2
+#define NL 1
 #endif
 #ifndef ITERS
 #define ITERS 2
@@ -41,10 +41,11 @@ bool high_kept = false; /* the last high owner kept the filter for a waiter it s
 byte in_cs = 0;
 byte finished = 0;
 
+/* Locals are reset once dead, so that they do not multiply the states. */
 inline t_lock(l, mine)
 {
     d_step { mine = next_ticket[l]; next_ticket[l] = (next_ticket[l] + 1) % MOD };
-    (now_serving[l] == mine)
+    atomic { now_serving[l] == mine -> mine = 0 }
 }
 
 inline t_try_lock(l, seen, ok)
@@ -54,7 +55,8 @@ inline t_try_lock(l, seen, ok)
         if
         :: next_ticket[l] == seen -> next_ticket[l] = (seen + 1) % MOD; ok = true
         :: else -> ok = false
-        fi
+        fi;
+        seen = 0
     }
 }
 

@@ -1,0 +1,105 @@
+#!/bin/bash
+# Smoke test of the driver bench/compare (make check): a tiny comparison of ob1 (and MPICH
+# when given) must write the CSV files and print the Markdown table with one row per thread
+# count, alternate the implementations, give overlap one section per variant, report a run
+# that overruns its timeout as stopped without leaving processes behind, and skip an
+# implementation that is not installed.
+#
+# usage: compare_smoke.sh COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
+set -u
+
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+    echo "usage: $0 COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]" >&2
+    exit 2
+fi
+compare=$1
+bindir=$2
+export OMPI_MPIRUN=$3
+export MPICH_MPIEXEC=${4:-}
+impls=ob1
+[ -n "$MPICH_MPIEXEC" ] && impls=ob1,mpich
+failures=0
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# 1. A tiny comparison over the benchmarks with a time bound.
+timeout -k 5 300 "$compare" --impl "$impls" --bench mt_pingpong,msgrate,msgrate_lat,latbw \
+    --threads 1,2 --reps 2 --seconds 0.05 --sizes 0,4k --bindir "$bindir" --out "$tmp/a" \
+    >"$tmp/a.md" 2>"$tmp/a.err"
+rc=$?
+[ $rc -eq 0 ] || { fail "compare exited with $rc"; tail -n 20 "$tmp/a.err"; }
+for f in raw.csv summary.csv runs.csv runs.log table.md; do
+    [ -s "$tmp/a/$f" ] || fail "compare did not write $f"
+done
+cmp -s "$tmp/a.md" "$tmp/a/table.md" || fail "the printed table differs from table.md"
+
+IFS=, read -r -a impl_list <<<"$impls"
+for impl in "${impl_list[@]}"; do
+    for point in "mt_pingpong,rate,1,8" "mt_pingpong,rate,2,8" "msgrate,msg_rate,2,8" \
+        "msgrate_lat,rate,2,8" "latbw,bw,1,4096"; do
+        IFS=, read -r bench metric threads size <<<"$point"
+        # bench,metric,variant,unit,threads,size,impl,runs,median,...
+        grep -qE "^$bench,$metric,,[^,]+,$threads,$size,$impl,2,[0-9.e+]+," \
+            "$tmp/a/summary.csv" ||
+            fail "summary.csv lacks 2 runs of $bench $metric threads=$threads size=$size $impl"
+    done
+done
+grep -q "^### mt_pingpong: rate (roundtrips/s, higher is better), size 8 B\$" "$tmp/a.md" ||
+    fail "the table has no mt_pingpong rate section"
+rows=$(grep -cE "^\| [12] \| [0-9.]+[kMG]? \([0-9.]+[kMG]?–[0-9.]+[kMG]?\) \|" "$tmp/a.md")
+[ "$rows" -ge 6 ] || fail "expected at least 6 table rows with median (min–max), got $rows"
+if [ "$impls" = ob1,mpich ]; then
+    grep -q "| mpich/ob1 |" "$tmp/a.md" || fail "the table has no mpich/ob1 ratio column"
+fi
+# Runs of one data point alternate implementations: no implementation twice in a row.
+awk -F, 'NR > 1 { key = $4 "," $5; if (key == last && $3 == prev) bad = 1; last = key; prev = $3 }
+         END { exit bad }' "$tmp/a/runs.csv" ||
+    fail "runs.csv shows an implementation run twice in a row for one data point"
+
+# 2. overlap, whose points differ by mode and work time: one table section per variant.
+timeout -k 5 120 "$compare" --quick --impl ob1 --bench overlap --reps 1 --bindir "$bindir" \
+    --out "$tmp/o" >"$tmp/o.md" 2>"$tmp/o.err"
+rc=$?
+[ $rc -eq 0 ] || { fail "compare --bench overlap exited with $rc"; tail -n 20 "$tmp/o.err"; }
+for mode in isend irecv; do
+    grep -q "^### overlap: overlap (ratio, higher is better), 1 thread, mode=$mode " \
+        "$tmp/o.md" || fail "the table has no overlap section for mode=$mode"
+    grep -qE "^overlap,overlap,mode=$mode work_us=auto peer_wait=spin,ratio,1,4194304,ob1,1," \
+        "$tmp/o/summary.csv" || fail "summary.csv lacks the overlap of mode=$mode at 4 MiB"
+done
+
+# 3. A run that cannot finish within its timeout is stopped and reported as such.
+timeout -k 5 120 "$compare" --impl ob1 --bench mt_pingpong --threads 1 --reps 1 \
+    --seconds 40 --timeout 3 --bindir "$bindir" --out "$tmp/b" >"$tmp/b.md" 2>"$tmp/b.err"
+rc=$?
+[ $rc -eq 0 ] || { fail "compare with a timed-out run exited with $rc"; tail -n 20 "$tmp/b.err"; }
+grep -q "^| 1 | < 0.667 roundtrips/s, stopped after 3 s |\$" "$tmp/b.md" ||
+    fail "the rate of the timed-out run is not reported as below 2 round trips in 3 s"
+grep -q "^| 1 | stopped after 3 s |\$" "$tmp/b.md" ||
+    fail "the latency of the timed-out run is not reported as stopped"
+grep -q ",timeout," "$tmp/b/runs.csv" || fail "runs.csv does not mark the run as timeout"
+sleep 1
+pgrep -f "mt_pingpong.*--seconds 40" >/dev/null && fail "processes of the timed-out run survived"
+
+# 4. An implementation that is not installed is skipped with a note.
+if "$(dirname "$OMPI_MPIRUN")/ompi_info" --parsable 2>/dev/null | grep -q "^mca:pml:mpiv:"; then
+    echo "note: mpiv is installed, the skip of a missing implementation is not tested"
+else
+    timeout -k 5 60 "$compare" --impl mpiv-inline --bindir "$bindir" --out "$tmp/c" \
+        >/dev/null 2>"$tmp/c.err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "compare --impl mpiv-inline without mpiv exited with $rc, expected 2"
+    grep -q "skipped mpiv-inline: ompi_info does not list 'MCA pml: mpiv'" "$tmp/c.err" ||
+        fail "compare --impl mpiv-inline without mpiv gave no skip note"
+fi
+
+if [ $failures -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+echo "driver smoke test passed"

@@ -1,0 +1,150 @@
+#!/bin/bash
+# Smoke test of the MPI benchmarks (make check): every benchmark runs once at tiny sizes with
+# Open MPI's ob1 and, when given, with MPICH. A run passes when it exits 0 within its timeout
+# and prints exactly the expected data points, each a well-formed result line. It also checks
+# that a data mismatch between the two processes and a bad option end in non-zero exits.
+#
+# usage: smoke.sh BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
+#   BINDIR holds mt_pingpong, msgrate, latbw, overlap and, for MPICH, their .mpich builds.
+set -u
+
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then
+    echo "usage: $0 BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]" >&2
+    exit 2
+fi
+bindir=$1
+ompi_mpirun=$2
+mpich_mpiexec=${3:-}
+run_timeout=60
+failures=0
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# What follows the metric in a result line.
+rest='value=[0-9]+\.[0-9]{3} unit=[^ ]+ iters=[1-9][0-9]* secs=[0-9]+\.[0-9]{3} '
+rest+='bound=(time|iters)( [a-z_]+=[^ ]+)*$'
+
+# expect_points FILE BENCH IMPL "THREADS..." "SIZES..." "METRICS..."
+# Checks that FILE holds exactly one line per (threads, size, metric) combination, and that
+# each has a non-negative value, a unit, a positive iteration count and a bound.
+expect_points() {
+    local file=$1 bench=$2 impl=$3 threads=$4 sizes=$5 metrics=$6
+    local want=0 t s m n
+    for t in $threads; do
+        for s in $sizes; do
+            for m in $metrics; do
+                want=$((want + 1))
+                n=$(grep -cE "^bench=$bench impl=$impl threads=$t size=$s metric=$m $rest" "$file")
+                [ "$n" = 1 ] ||
+                    fail "$bench/$impl: $n lines for threads=$t size=$s metric=$m (want 1)"
+            done
+        done
+    done
+    n=$(grep -c "^bench=$bench " "$file")
+    [ "$n" = "$want" ] || fail "$bench/$impl: $n result lines, expected $want"
+}
+
+# expect_overlap FILE IMPL "SIZES..." "WORK_US..."
+# overlap prints each metric once per mode, size and work time, with its own trailing fields.
+expect_overlap() {
+    local file=$1 impl=$2 sizes=$3 works=$4
+    local want=0 mode s w m n pat
+    for mode in isend irecv; do
+        for s in $sizes; do
+            for w in $works; do
+                for m in t_comm t_work t_total t_work_in_total overlap total_over_max; do
+                    want=$((want + 1))
+                    pat="^bench=overlap impl=$impl threads=1 size=$s metric=$m "
+                    pat+="value=-?[0-9]+\.[0-9]{3} unit=(us|ratio) mode=$mode work_us=$w "
+                    pat+="peer_wait=spin\$"
+                    n=$(grep -cE "$pat" "$file")
+                    [ "$n" = 1 ] ||
+                        fail "overlap/$impl: $n lines for $mode size=$s work_us=$w $m (want 1)"
+                done
+            done
+        done
+    done
+    n=$(grep -c "^bench=overlap " "$file")
+    [ "$n" = "$want" ] || fail "overlap/$impl: $n result lines, expected $want"
+}
+
+# run NAME LAUNCHER... -- runs one job under the timeout, output in $tmp/NAME.out
+run() {
+    local name=$1
+    shift
+    timeout -k 5 "$run_timeout" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        fail "$name exited with $rc: $*"
+        sed 's/^/    /' "$tmp/$name.err" | tail -n 20
+        return 1
+    fi
+}
+
+smoke_impl() {
+    local impl=$1 suffix=$2
+    shift 2
+    local launch=("$@")
+    local args=(--seconds 0.05 --warmup 5 --label "$impl")
+    # 64k messages take the rendezvous path of every library here.
+    run "mt_pingpong-$impl" "${launch[@]}" "$bindir/mt_pingpong$suffix" -t 1,2 -s 0,8,64k \
+        "${args[@]}" &&
+        expect_points "$tmp/mt_pingpong-$impl.out" mt_pingpong "$impl" "1 2" "0 8 65536" \
+            "rate lat_mean lat_p50 lat_p99"
+    run "msgrate-$impl" "${launch[@]}" "$bindir/msgrate$suffix" -t 1,2 -s 8,64k "${args[@]}" &&
+        expect_points "$tmp/msgrate-$impl.out" msgrate "$impl" "1 2" "8 65536" "msg_rate bw"
+    run "msgrate_lat-$impl" "${launch[@]}" "$bindir/msgrate$suffix" --regime latency -t 1,3 \
+        -s 0,8,64k "${args[@]}" &&
+        expect_points "$tmp/msgrate_lat-$impl.out" msgrate_lat "$impl" "1 3" "0 8 65536" \
+            "rate lat_mean lat_p50 lat_p99"
+    run "latbw-$impl" "${launch[@]}" "$bindir/latbw$suffix" -s 0,1k,1M "${args[@]}" &&
+        expect_points "$tmp/latbw-$impl.out" latbw "$impl" 1 "0 1024 1048576" \
+            "rate lat_mean lat_p50 lat_p99 msg_rate bw"
+    run "overlap-$impl" "${launch[@]}" "$bindir/overlap$suffix" --sizes 0,64k --work-us 0,20 \
+        --reps 2 --warmup 1 --impl "$impl" &&
+        expect_overlap "$tmp/overlap-$impl.out" "$impl" "0 65536" "0 20"
+}
+
+ob1=("$ompi_mpirun" -np 2 --oversubscribe --mca pml ob1)
+smoke_impl ob1 "" "${ob1[@]}"
+
+# The two processes disagree on the message size: the data check must abort the job.
+timeout -k 5 "$run_timeout" "$ompi_mpirun" --oversubscribe --mca pml ob1 \
+    -np 1 "$bindir/mt_pingpong" -s 8 -d 0.05 : -np 1 "$bindir/mt_pingpong" -s 16 -d 0.05 \
+    >"$tmp/mismatch.out" 2>"$tmp/mismatch.err"
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    fail "a size mismatch between the processes gave exit status $rc, expected an abort"
+elif ! grep -q "received 8 bytes, expected 16" "$tmp/mismatch.err"; then
+    fail "a size mismatch aborted without the data-check message"
+    tail -n 20 "$tmp/mismatch.err"
+fi
+
+"$bindir/mt_pingpong" --sizes 8,x >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "a bad --sizes list gave exit status $rc, expected 2"
+
+if [ -n "$mpich_mpiexec" ]; then
+    if [ -x "$bindir/mt_pingpong.mpich" ]; then
+        smoke_impl mpich .mpich "$mpich_mpiexec" -n 2
+    else
+        fail "MPICH launcher given but $bindir/mt_pingpong.mpich is missing"
+    fi
+else
+    echo "note: MPICH not configured, only Open MPI ob1 was tested"
+fi
+
+if [ $failures -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+echo "all benchmark smoke runs passed"

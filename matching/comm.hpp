@@ -1,0 +1,233 @@
+// basic_comm: the MPI matching rules of one communicator, over the shared match::table.
+//
+// Design. Specific receives and messages meet in the table under (cid, source, tag); the
+// rules MPI adds on top are kept here:
+// - Sender order. Each message carries its sender's sequence number towards this rank
+//   (next_send_seq() on the sending side). Arrivals from one peer are matched one at a
+//   time, in sequence order, under that peer's spinlock; an arrival ahead of its number is
+//   held in the peer's sorted list, and the arrival that fills the gap matches the held
+//   ones right after itself. So order survives several arrival queues.
+// - Receiver order. A key's FIFO keeps the posting order of specific receives. Wildcard
+//   receives (k_any_source, k_any_tag, or both) have no key: they wait in the wildcard
+//   list, in posting order. Every receive gets a posting number from post_seq_: a specific
+//   one reads it (even values), a wildcard one advances it by 2 (odd values). An arrival
+//   takes the earlier-posted of its key's head and the first matching wildcard; numbers
+//   never tie. k_any_tag never matches a negative (internal) tag.
+// - Unexpected messages wait in their key's FIFO and, when wildcards are allowed, also in
+//   the unexpected list, in matching order, which wildcard receives and probes scan.
+// Locks. The wildcard and unexpected lists are guarded by the communicator's TLP lock:
+// posting threads take it at high priority, arrivals (progress) at low priority, both only
+// on a slow path:
+// - an arrival whose key holds a receive while no wildcard is posted (wild_posted_ == 0)
+//   matches under the bucket lock alone; otherwise (a wildcard is posted, or the message
+//   becomes unexpected) it retries under TLP + bucket lock;
+// - a specific receive queues under the bucket lock alone unless its key holds unexpected
+//   messages; taking one needs the TLP lock (the message leaves the unexpected list too);
+// - wildcard posts, probes and mprobes, and cancels of wildcards take the TLP lock.
+// Why the fast arrival may ignore wildcards: a wildcard W increments wild_posted_ before
+// it draws its number with a release RMW on post_seq_. A specific receive R posted after
+// W reads a larger number with acquire, then queues under the bucket lock. An arrival that
+// finds R under that lock therefore sees W's increment, and W's decrement comes only once
+// W is matched or cancelled. So wild_posted_ == 0 under the bucket lock proves that no
+// live wildcard was posted before the key's head.
+// Lock order: peer spinlock -> TLP lock -> bucket lock. A bucket lock is never held while
+// waiting for another lock; no lock is held when a call returns.
+// Assertions (MPI-4 info keys). no_any_source + no_any_tag remove the wildcard list, the
+// unexpected list and every use of the TLP lock: each operation is one insert_or_match
+// under a bucket lock. allow_overtaking removes sequence numbers and per-peer state. All
+// three together: the pure MPIv path.
+// Invariants: a posted receive (state_ == posted) is in exactly one of its key's FIFO or
+// the wildcard list; wild_posted_ equals the wildcard list's length; an unexpected message
+// is in its key's FIFO and, with wildcards, in the unexpected list, with messages of one
+// key in the same order in both; a held message is in no FIFO and no list but its peer's.
+// Memory: 1.25 KiB per communicator with either TLP lock (mostly the lock's padding);
+// ordered communicators add 8 B per rank plus 256 B per peer, allocated on first contact.
+// Nodes (recv_node, msg_node) are 80 B each, inside the caller's objects.
+// When not to use it: traffic that one worker matches alone (endpoint communicators: a
+// private table without locks is cheaper); heavy wildcard use (every arrival then takes
+// the TLP lock and scans the wildcard list, as in ob1).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "base/cacheline.hpp"
+#include "base/lock/lock.hpp"
+#include "base/lock/tlp.hpp"
+#include "base/status.hpp"
+#include "matching/node.hpp"
+#include "matching/table.hpp"
+
+namespace mpiv::match {
+
+/// mpi_assert_no_any_source: the communicator never posts k_any_source receives.
+constexpr unsigned k_assert_no_any_source = 1U << 0;
+/// mpi_assert_no_any_tag: the communicator never posts k_any_tag receives.
+constexpr unsigned k_assert_no_any_tag = 1U << 1;
+/// mpi_assert_allow_overtaking: messages need not match in the order they were sent.
+constexpr unsigned k_assert_allow_overtaking = 1U << 2;
+
+/// Parameters of basic_comm::create().
+struct comm_params {
+    std::uint16_t cid = 0;   ///< context id (the PML caps context ids at 65535)
+    std::int32_t size = 0;   ///< ranks that can send to us (the remote group's size)
+    unsigned assertions = 0; ///< k_assert_* flags
+};
+
+namespace detail {
+
+/// Per-peer state of a communicator that keeps sender order.
+struct alignas(k_false_sharing) peer {
+    std::atomic<std::uint16_t> lock{0}; // spinlock of the receive side
+    std::uint32_t expected = 0;         // sequence number of the next message to match
+    link *held = nullptr;               // early arrivals, sorted by seq - expected
+    // Drawn by sending threads, apart from the receive side.
+    alignas(k_false_sharing) std::atomic<std::uint32_t> next_send{0};
+};
+
+} // namespace detail
+
+/// Matching state of one communicator. All calls are thread-safe and can be made
+/// concurrently by any number of posting threads and progress threads.
+/// @tparam Lock a two-level priority lock (base::tlp_lock): lock() for posting threads,
+///              lock_low() for arrivals.
+template <class Lock = base::p_mcs_mcs_lock>
+class basic_comm {
+  public:
+    /// Create the matching state of a communicator.
+    /// @param[in]  t       the table, shared by communicators; must outlive the result
+    /// @param[in]  params  context id (unique among the table's live communicators), size,
+    ///                     assertions
+    /// @param[out] comm_p  the new communicator (written on success only)
+    /// @return ok; invalid_arg (size < 1 or unknown assertion bits); nomem.
+    /// @context thread-safe; allocates; not for the data path.
+    [[nodiscard]] static status create(table &t, const comm_params &params,
+                                       std::unique_ptr<basic_comm> &comm_p) noexcept;
+
+    /// Destroy the state. Precondition: no receive posted and no message unexpected or
+    /// held (the table would keep them under a context id that may be reused).
+    ~basic_comm();
+
+    basic_comm(const basic_comm &) = delete;
+    basic_comm &operator=(const basic_comm &) = delete;
+
+    /// Post a receive: match the earliest unexpected message it accepts, or queue it.
+    /// @param[in] r      a receive node not held by the engine
+    /// @param[in] source sender rank, or k_any_source
+    /// @param[in] tag    tag (negative allowed), or k_any_tag (matches tags >= 0 only)
+    /// @return ok: matched at once, r.matched_msg() and r.matched_envelope() are set and
+    ///         the message belongs to the caller; inprogress: queued, a later arrive()
+    ///         returns it matched; invalid_arg: source out of range, or a wildcard the
+    ///         communicator's assertions exclude.
+    /// @context thread-safe; posting threads; O(1) expected for specific receives; may
+    ///          wait (and yield) for the TLP lock at high priority on slow paths.
+    [[nodiscard]] status post(recv_node &r, std::int32_t source, std::int32_t tag) noexcept;
+
+    /// Deliver an arrived message: match it with the earliest-posted receive that
+    /// accepts it, or keep it as unexpected; without allow_overtaking, a message ahead of
+    /// its sender's sequence is held until its predecessors arrive.
+    /// @param[in]     m       a message node not held by the engine
+    /// @param[in]     env     its envelope: 0 <= source < size, tag != k_any_tag; seq as
+    ///                        drawn by the sender with next_send_seq()
+    /// @param[in,out] matched receives the matches made (m and/or earlier-held messages
+    ///                        of the same sender), appended in matching order
+    /// @return ok (m now belongs to the engine unless it appears in @p matched);
+    ///         invalid_arg (m untouched); nomem (first message from this peer and no
+    ///         memory for its state; m untouched).
+    /// @context thread-safe; progress threads; O(1) expected when the receive was posted
+    ///          first and no wildcard is posted; may wait for the TLP lock at low priority.
+    [[nodiscard]] status arrive(msg_node &m, const envelope &env, match_list &matched) noexcept;
+
+    /// Find the earliest unexpected message a receive (@p source, @p tag) would match,
+    /// without taking it (MPI_Iprobe).
+    /// @param[out] env_p its envelope (written on success only)
+    /// @return ok; not_found; invalid_arg as for post().
+    /// @context thread-safe; posting threads; wildcards take the TLP lock.
+    [[nodiscard]] status probe(std::int32_t source, std::int32_t tag, envelope &env_p) noexcept;
+
+    /// Take the earliest unexpected message a receive (@p source, @p tag) would match
+    /// (MPI_Improbe): it is then matched to no receive and belongs to the caller.
+    /// @param[out] msg_p the message (written on success only)
+    /// @return ok; not_found; invalid_arg as for post().
+    /// @context thread-safe; posting threads; may take the TLP lock.
+    [[nodiscard]] status mprobe(std::int32_t source, std::int32_t tag, msg_node *&msg_p) noexcept;
+
+    /// Cancel a receive posted on this communicator.
+    /// @return ok: removed, the engine no longer holds it; not_found: it already matched
+    ///         (or was never posted, or was cancelled).
+    /// @context thread-safe, but not concurrently with post() of the same node;
+    ///          O(posted receives of its key), or of the wildcard list for a wildcard.
+    [[nodiscard]] status cancel(recv_node &r) noexcept;
+
+    /// Draw the sequence number of the next message this rank sends to @p dest on this
+    /// communicator (0 when the communicator allows overtaking). Every number drawn must
+    /// be sent, or the receiver holds the later messages forever.
+    /// @param[out] seq_p the number (written on success only)
+    /// @return ok; invalid_arg (dest out of range); nomem (first contact, no memory).
+    /// @context thread-safe; sending threads; one relaxed fetch_add.
+    [[nodiscard]] status next_send_seq(std::int32_t dest, std::uint32_t &seq_p) noexcept;
+
+    /// The context id.
+    std::uint16_t cid() const noexcept { return cid_; }
+    /// The number of ranks that can send to us.
+    std::int32_t size() const noexcept { return size_; }
+    /// The k_assert_* flags.
+    unsigned assertions() const noexcept { return assertions_; }
+
+  private:
+    using peer_slot = std::atomic<detail::peer *>;
+
+    basic_comm(table &t, const comm_params &params, std::unique_ptr<peer_slot[]> peers) noexcept;
+
+    static detail::link &as_link(recv_node &r) noexcept { return r; }
+    static detail::link &as_link(msg_node &m) noexcept { return m; }
+    static recv_node &as_recv(detail::link &l) noexcept { return static_cast<recv_node &>(l); }
+    static msg_node &as_msg(detail::link &l) noexcept { return static_cast<msg_node &>(l); }
+    static key key_of(const detail::link &l) noexcept { return key{l.cid_, l.source_, l.tag_}; }
+    static bool accepts(std::int32_t source, std::int32_t tag, const envelope &env) noexcept
+    {
+        return (source == k_any_source || source == env.source) &&
+               (tag == k_any_tag ? env.tag >= 0 : tag == env.tag);
+    }
+    static void bind(recv_node &r, msg_node &m) noexcept;
+
+    bool valid_pattern(std::int32_t source, std::int32_t tag) const noexcept;
+    status post_specific(recv_node &r) noexcept;
+    status post_wild(recv_node &r) noexcept;
+    void match_arrival(msg_node &m, match_list &matched) noexcept;
+    status peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept;
+    static void hold(detail::peer &p, msg_node &m) noexcept;
+    static msg_node *take_held(detail::peer &p) noexcept;
+    msg_node *take_unexpected(std::int32_t source, std::int32_t tag) noexcept
+        MPIV_TS_REQUIRES(tlp_);
+    void unexp_append(msg_node &m) noexcept MPIV_TS_REQUIRES(tlp_);
+    void unexp_unlink(msg_node &m) noexcept MPIV_TS_REQUIRES(tlp_);
+    void wild_unlink(recv_node &r, recv_node *prev) noexcept MPIV_TS_REQUIRES(tlp_);
+
+    // Read-only after create().
+    table &table_;
+    const std::uint16_t cid_;
+    const std::int32_t size_;
+    const unsigned assertions_;
+    const bool wild_allowed_;                  // some wildcard is allowed
+    const std::unique_ptr<peer_slot[]> peers_; // null when overtaking is allowed
+
+    // Written by wildcard posts (and wild_posted_ by arrivals and cancels, under tlp_);
+    // read by every specific post and fast arrival.
+    alignas(k_false_sharing) std::atomic<std::uint64_t> post_seq_{0};
+    std::atomic<std::uint32_t> wild_posted_{0}; // live wildcard receives
+
+    alignas(k_false_sharing) Lock tlp_;
+    alignas(k_false_sharing) recv_node *wild_head_ MPIV_TS_GUARDED_BY(tlp_) = nullptr;
+    recv_node *wild_tail_ MPIV_TS_GUARDED_BY(tlp_) = nullptr;
+    msg_node *unexp_head_ MPIV_TS_GUARDED_BY(tlp_) = nullptr;
+    msg_node *unexp_tail_ MPIV_TS_GUARDED_BY(tlp_) = nullptr;
+};
+
+/// The engine with the default lock (TLP over MCS/MCS).
+using comm = basic_comm<>;
+
+} // namespace mpiv::match
+
+#include "matching/comm_inl.hpp"

@@ -1,0 +1,484 @@
+// Implementation of basic_comm (comm.hpp): hot paths, inline because the class is a
+// template over the lock type. See comm.hpp for the design.
+#pragma once
+
+#include <new>
+#include <utility>
+
+#include "base/log.hpp"
+#include "matching/comm.hpp"
+
+namespace mpiv::match {
+
+template <class Lock>
+status basic_comm<Lock>::create(table &t, const comm_params &params,
+                                std::unique_ptr<basic_comm> &comm_p) noexcept
+{
+    constexpr unsigned all =
+        k_assert_no_any_source | k_assert_no_any_tag | k_assert_allow_overtaking;
+    if (params.size < 1 || (params.assertions & ~all) != 0) {
+        base::log(
+            base::log_level::error, "match: communicator %u: size %d or assertions %#x are invalid",
+            static_cast<unsigned>(params.cid), static_cast<int>(params.size), params.assertions);
+        return status::invalid_arg;
+    }
+    std::unique_ptr<peer_slot[]> peers;
+    if ((params.assertions & k_assert_allow_overtaking) == 0) {
+        // Value-initialized: every slot starts as nullptr.
+        peers.reset(new (std::nothrow) peer_slot[static_cast<std::size_t>(params.size)]());
+        if (peers == nullptr) {
+            base::log(base::log_level::error, "match: communicator %u: no memory for %d peers",
+                      static_cast<unsigned>(params.cid), static_cast<int>(params.size));
+            return status::nomem;
+        }
+    }
+    std::unique_ptr<basic_comm> c(new (std::nothrow) basic_comm(t, params, std::move(peers)));
+    if (c == nullptr) {
+        base::log(base::log_level::error, "match: communicator %u: no memory",
+                  static_cast<unsigned>(params.cid));
+        return status::nomem;
+    }
+    comm_p = std::move(c);
+    return status::ok;
+}
+
+template <class Lock>
+basic_comm<Lock>::basic_comm(table &t, const comm_params &params,
+                             std::unique_ptr<peer_slot[]> peers) noexcept
+    : table_(t), cid_(params.cid), size_(params.size), assertions_(params.assertions),
+      wild_allowed_((params.assertions & (k_assert_no_any_source | k_assert_no_any_tag)) !=
+                    (k_assert_no_any_source | k_assert_no_any_tag)),
+      peers_(std::move(peers))
+{
+}
+
+template <class Lock>
+basic_comm<Lock>::~basic_comm()
+{
+    if (peers_ != nullptr) {
+        for (std::int32_t i = 0; i < size_; ++i) {
+            // Relaxed: destruction follows the last call, ordered by the caller.
+            delete peers_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+        }
+    }
+}
+
+template <class Lock>
+void basic_comm<Lock>::bind(recv_node &r, msg_node &m) noexcept
+{
+    r.state_ = recv_node::state::matched;
+    r.msg_ = &m;
+    r.env_ = m.env_;
+    m.recv_ = &r;
+}
+
+template <class Lock>
+bool basic_comm<Lock>::valid_pattern(std::int32_t source, std::int32_t tag) const noexcept
+{
+    if (source == k_any_source ? (assertions_ & k_assert_no_any_source) != 0
+                               : source < 0 || source >= size_) {
+        return false;
+    }
+    return tag != k_any_tag || (assertions_ & k_assert_no_any_tag) == 0;
+}
+
+// ---------------------------------------------------------------- posting side
+
+template <class Lock>
+status basic_comm<Lock>::post(recv_node &r, std::int32_t source, std::int32_t tag) noexcept
+{
+    if (!valid_pattern(source, tag)) {
+        base::log(base::log_level::error,
+                  "match: communicator %u: receive (source %d, tag %d) is invalid",
+                  static_cast<unsigned>(cid_), static_cast<int>(source), static_cast<int>(tag));
+        return status::invalid_arg;
+    }
+    detail::link &l = as_link(r);
+    l.cid_ = cid_;
+    l.source_ = source;
+    l.tag_ = tag;
+    r.msg_ = nullptr;
+    r.state_ = recv_node::state::posted;
+    if (source == k_any_source || tag == k_any_tag) {
+        return post_wild(r);
+    }
+    if (wild_allowed_) {
+        return post_specific(r);
+    }
+    const auto on_match = [&r](detail::link &p) { bind(r, as_msg(p)); };
+    return table_.insert_or_match(l, side::recv, on_match) != nullptr ? status::ok
+                                                                      : status::inprogress;
+}
+
+template <class Lock>
+status basic_comm<Lock>::post_specific(recv_node &r) noexcept
+{
+    const key k = key_of(as_link(r));
+    {
+        table::queue_guard q(table_, k);
+        if (!q.holds(side::msg)) {
+            // sync: acquire; pairs with the release fetch_add in post_wild()
+            r.seq_ = post_seq_.load(std::memory_order_acquire);
+            q.push_back(as_link(r), side::recv);
+            return status::inprogress;
+        }
+    }
+    // An unexpected message waits: it must leave the unexpected list too.
+    base::lock_guard<Lock> g(tlp_);
+    table::queue_guard q(table_, k);
+    if (q.holds(side::msg)) {
+        msg_node &m = as_msg(*q.pop_front());
+        unexp_unlink(m);
+        bind(r, m);
+        return status::ok;
+    }
+    // sync: acquire; pairs with the release fetch_add in post_wild()
+    r.seq_ = post_seq_.load(std::memory_order_acquire);
+    q.push_back(as_link(r), side::recv);
+    return status::inprogress;
+}
+
+template <class Lock>
+status basic_comm<Lock>::post_wild(recv_node &r) noexcept
+{
+    base::lock_guard<Lock> g(tlp_);
+    const detail::link &l = as_link(r);
+    if (msg_node *m = take_unexpected(l.source_, l.tag_)) {
+        bind(r, *m);
+        return status::ok;
+    }
+    // Count the wildcard before drawing its number (see "Why the fast arrival may ignore
+    // wildcards" in comm.hpp); relaxed, the release below publishes it.
+    wild_posted_.fetch_add(1, std::memory_order_relaxed);
+    // sync: release; pairs with the acquire loads in post_specific()
+    r.seq_ = post_seq_.fetch_add(2, std::memory_order_release) + 1;
+    as_link(r).next_ = nullptr;
+    if (wild_tail_ == nullptr) {
+        wild_head_ = &r;
+    } else {
+        as_link(*wild_tail_).next_ = &as_link(r);
+    }
+    wild_tail_ = &r;
+    return status::inprogress;
+}
+
+template <class Lock>
+msg_node *basic_comm<Lock>::take_unexpected(std::int32_t source, std::int32_t tag) noexcept
+{
+    if (source != k_any_source && tag != k_any_tag) {
+        table::queue_guard q(table_, key{cid_, source, tag});
+        if (!q.holds(side::msg)) {
+            return nullptr;
+        }
+        msg_node &m = as_msg(*q.pop_front());
+        unexp_unlink(m);
+        return &m;
+    }
+    for (msg_node *m = unexp_head_; m != nullptr; m = m->unexp_next_) {
+        if (accepts(source, tag, m->env_)) {
+            // m is the head of its key's FIFO: every earlier message of its key would
+            // have been accepted first, and both lists keep a key's messages in order.
+            table::queue_guard q(table_, key_of(as_link(*m)));
+            q.pop_front();
+            unexp_unlink(*m);
+            return m;
+        }
+    }
+    return nullptr;
+}
+
+template <class Lock>
+status basic_comm<Lock>::probe(std::int32_t source, std::int32_t tag, envelope &env_p) noexcept
+{
+    if (!valid_pattern(source, tag)) {
+        base::log(base::log_level::error,
+                  "match: communicator %u: probe (source %d, tag %d) is invalid",
+                  static_cast<unsigned>(cid_), static_cast<int>(source), static_cast<int>(tag));
+        return status::invalid_arg;
+    }
+    if (source != k_any_source && tag != k_any_tag) {
+        table::queue_guard q(table_, key{cid_, source, tag});
+        if (!q.holds(side::msg)) {
+            return status::not_found;
+        }
+        env_p = as_msg(*q.front()).env_;
+        return status::ok;
+    }
+    base::lock_guard<Lock> g(tlp_);
+    for (const msg_node *m = unexp_head_; m != nullptr; m = m->unexp_next_) {
+        if (accepts(source, tag, m->env_)) {
+            env_p = m->env_;
+            return status::ok;
+        }
+    }
+    return status::not_found;
+}
+
+template <class Lock>
+status basic_comm<Lock>::mprobe(std::int32_t source, std::int32_t tag, msg_node *&msg_p) noexcept
+{
+    if (!valid_pattern(source, tag)) {
+        base::log(base::log_level::error,
+                  "match: communicator %u: mprobe (source %d, tag %d) is invalid",
+                  static_cast<unsigned>(cid_), static_cast<int>(source), static_cast<int>(tag));
+        return status::invalid_arg;
+    }
+    const bool specific = source != k_any_source && tag != k_any_tag;
+    if (specific) {
+        table::queue_guard q(table_, key{cid_, source, tag});
+        if (!q.holds(side::msg)) {
+            return status::not_found;
+        }
+        if (!wild_allowed_) {
+            msg_node &m = as_msg(*q.pop_front());
+            m.recv_ = nullptr;
+            msg_p = &m;
+            return status::ok;
+        }
+    }
+    base::lock_guard<Lock> g(tlp_);
+    msg_node *m = take_unexpected(source, tag);
+    if (m == nullptr) {
+        return status::not_found;
+    }
+    m->recv_ = nullptr;
+    msg_p = m;
+    return status::ok;
+}
+
+template <class Lock>
+status basic_comm<Lock>::cancel(recv_node &r) noexcept
+{
+    detail::link &l = as_link(r);
+    if (l.source_ != k_any_source && l.tag_ != k_any_tag) {
+        table::queue_guard q(table_, key_of(l));
+        if (r.state_ != recv_node::state::posted) {
+            return status::not_found;
+        }
+        if (!q.remove(l)) {
+            base::log(base::log_level::error, "match: posted receive missing from its queue");
+            return status::internal;
+        }
+        r.state_ = recv_node::state::cancelled;
+        return status::ok;
+    }
+    base::lock_guard<Lock> g(tlp_);
+    if (r.state_ != recv_node::state::posted) {
+        return status::not_found;
+    }
+    recv_node *prev = nullptr;
+    for (recv_node *w = wild_head_; w != &r; w = static_cast<recv_node *>(as_link(*w).next_)) {
+        prev = w;
+    }
+    wild_unlink(r, prev);
+    r.state_ = recv_node::state::cancelled;
+    return status::ok;
+}
+
+template <class Lock>
+void basic_comm<Lock>::wild_unlink(recv_node &r, recv_node *prev) noexcept
+{
+    recv_node *next = static_cast<recv_node *>(as_link(r).next_);
+    if (prev == nullptr) {
+        wild_head_ = next;
+    } else {
+        as_link(*prev).next_ = as_link(r).next_;
+    }
+    if (wild_tail_ == &r) {
+        wild_tail_ = prev;
+    }
+    wild_posted_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+template <class Lock>
+void basic_comm<Lock>::unexp_append(msg_node &m) noexcept
+{
+    m.unexp_next_ = nullptr;
+    m.unexp_prev_ = unexp_tail_;
+    if (unexp_tail_ == nullptr) {
+        unexp_head_ = &m;
+    } else {
+        unexp_tail_->unexp_next_ = &m;
+    }
+    unexp_tail_ = &m;
+}
+
+template <class Lock>
+void basic_comm<Lock>::unexp_unlink(msg_node &m) noexcept
+{
+    if (m.unexp_prev_ == nullptr) {
+        unexp_head_ = m.unexp_next_;
+    } else {
+        m.unexp_prev_->unexp_next_ = m.unexp_next_;
+    }
+    if (m.unexp_next_ == nullptr) {
+        unexp_tail_ = m.unexp_prev_;
+    } else {
+        m.unexp_next_->unexp_prev_ = m.unexp_prev_;
+    }
+}
+
+// ---------------------------------------------------------------- arrival side
+
+template <class Lock>
+status basic_comm<Lock>::arrive(msg_node &m, const envelope &env, match_list &matched) noexcept
+{
+    if (env.source < 0 || env.source >= size_ || env.tag == k_any_tag) {
+        base::log(base::log_level::error,
+                  "match: communicator %u: message (source %d, tag %d) is invalid",
+                  static_cast<unsigned>(cid_), static_cast<int>(env.source),
+                  static_cast<int>(env.tag));
+        return status::invalid_arg;
+    }
+    detail::peer *p = nullptr;
+    if (peers_ != nullptr) {
+        const status s = peer_of(env.source, p);
+        if (s != status::ok) {
+            return s;
+        }
+    }
+    detail::link &l = as_link(m);
+    l.cid_ = cid_;
+    l.source_ = env.source;
+    l.tag_ = env.tag;
+    m.env_ = env;
+    m.recv_ = nullptr;
+    if (p == nullptr) {
+        match_arrival(m, matched);
+        return status::ok;
+    }
+    detail::spin_lock(p->lock);
+    if (env.seq != p->expected) {
+        hold(*p, m);
+    } else {
+        msg_node *next = &m;
+        do {
+            match_arrival(*next, matched);
+            ++p->expected;
+            next = take_held(*p);
+        } while (next != nullptr);
+    }
+    detail::spin_unlock(p->lock);
+    return status::ok;
+}
+
+template <class Lock>
+void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
+{
+    detail::link &l = as_link(m);
+    if (!wild_allowed_) {
+        const auto on_match = [&m](detail::link &p) { bind(as_recv(p), m); };
+        if (table_.insert_or_match(l, side::msg, on_match) != nullptr) {
+            matched.push(m);
+        }
+        return;
+    }
+    const key k = key_of(l);
+    {
+        table::queue_guard q(table_, k);
+        // Relaxed: the bucket lock orders this load after the increment of any wildcard
+        // posted before the key's head (see comm.hpp); a stale non-zero only costs the
+        // slow path.
+        if (q.holds(side::recv) && wild_posted_.load(std::memory_order_relaxed) == 0) {
+            bind(as_recv(*q.pop_front()), m);
+            matched.push(m);
+            return;
+        }
+    }
+    base::low_priority_guard<Lock> g(tlp_);
+    table::queue_guard q(table_, k);
+    recv_node *specific = q.holds(side::recv) ? &as_recv(*q.front()) : nullptr;
+    recv_node *prev = nullptr;
+    recv_node *wild = wild_head_;
+    while (wild != nullptr && !accepts(as_link(*wild).source_, as_link(*wild).tag_, m.env_)) {
+        prev = wild;
+        wild = static_cast<recv_node *>(as_link(*wild).next_);
+    }
+    if (wild != nullptr && (specific == nullptr || wild->seq_ < specific->seq_)) {
+        wild_unlink(*wild, prev);
+        bind(*wild, m);
+        matched.push(m);
+    } else if (specific != nullptr) {
+        q.pop_front();
+        bind(*specific, m);
+        matched.push(m);
+    } else {
+        q.push_back(l, side::msg);
+        unexp_append(m);
+    }
+}
+
+template <class Lock>
+status basic_comm<Lock>::peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept
+{
+    peer_slot &slot = peers_[static_cast<std::size_t>(rank)];
+    // sync: acquire; pairs with the release CAS below (the peer's initialized fields)
+    detail::peer *p = slot.load(std::memory_order_acquire);
+    if (p == nullptr) {
+        detail::peer *fresh = new (std::nothrow) detail::peer;
+        if (fresh == nullptr) {
+            base::log(base::log_level::error, "match: communicator %u: no memory for peer %d",
+                      static_cast<unsigned>(cid_), static_cast<int>(rank));
+            return status::nomem;
+        }
+        // sync: release (publish fresh) / acquire on failure (read the winner's peer);
+        // pairs with the acquire load above
+        if (slot.compare_exchange_strong(p, fresh, std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+            p = fresh;
+        } else {
+            delete fresh;
+        }
+    }
+    peer_p = p;
+    return status::ok;
+}
+
+template <class Lock>
+void basic_comm<Lock>::hold(detail::peer &p, msg_node &m) noexcept
+{
+    // Sorted by distance from the expected number, which is wrap-around safe.
+    const std::uint32_t dist = m.env_.seq - p.expected;
+    detail::link **pos = &p.held;
+    while (*pos != nullptr && as_msg(**pos).env_.seq - p.expected < dist) {
+        pos = &(*pos)->next_;
+    }
+    as_link(m).next_ = *pos;
+    *pos = &as_link(m);
+}
+
+template <class Lock>
+msg_node *basic_comm<Lock>::take_held(detail::peer &p) noexcept
+{
+    detail::link *h = p.held;
+    if (h == nullptr || as_msg(*h).env_.seq != p.expected) {
+        return nullptr;
+    }
+    p.held = h->next_;
+    return &as_msg(*h);
+}
+
+template <class Lock>
+status basic_comm<Lock>::next_send_seq(std::int32_t dest, std::uint32_t &seq_p) noexcept
+{
+    if (dest < 0 || dest >= size_) {
+        base::log(base::log_level::error, "match: communicator %u: destination %d is invalid",
+                  static_cast<unsigned>(cid_), static_cast<int>(dest));
+        return status::invalid_arg;
+    }
+    if (peers_ == nullptr) {
+        seq_p = 0;
+        return status::ok;
+    }
+    detail::peer *p = nullptr;
+    const status s = peer_of(dest, p);
+    if (s != status::ok) {
+        return s;
+    }
+    // Relaxed: only the numbers' uniqueness and order matter; the transport orders the
+    // messages themselves.
+    seq_p = p->next_send.fetch_add(1, std::memory_order_relaxed);
+    return status::ok;
+}
+
+} // namespace mpiv::match

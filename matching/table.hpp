@@ -1,0 +1,347 @@
+// table: the concurrent matching hash table of MPIv (seed 000 §3.2), with one FIFO per key.
+//
+// Design:
+// - A power-of-two array of 64-byte buckets, one cache line each. A bucket is four
+//   16-byte entries: a control entry (the bucket's spinlock, the context ids of the three
+//   keys, the overflow pointer) and three data entries {queue word, source, tag}. The key
+//   is the full (context id, source, tag): 16 + 32 + 32 bits, compared exactly.
+// - A key's value is a FIFO of nodes of one side only: posted receives, or unexpected
+//   messages (MPIv kept one value per key, so two messages of one key could match out of
+//   order, or match each other). The FIFO is circular and singly linked through the
+//   caller's nodes; the queue word holds its tail (tail->next_ is the head) plus the side
+//   in bit 0, so push_back and pop_front are O(1) and one word describes the queue.
+//   A queue word of 0 means the entry is free.
+// - Overflow: a fourth live key in a bucket is not given a new bucket (MPIv allocated
+//   one); its queue is chained from the control entry through the spill_ field of its own
+//   tail node, and so on. Hence the table allocates nothing after create() and an insert
+//   cannot fail. Chained keys cost a pointer chase each: size the table so that buckets
+//   rarely hold more than three live keys (about twice the number of keys live at once).
+// - insert_or_match(node, side) is the MPIv operation: under the bucket lock, if the key's
+//   FIFO holds the other side, pop and return its head (the earliest); else append node.
+//   queue_guard exposes the same locked access step by step for the MPI rules in comm.hpp.
+//
+// Invariants (under the bucket lock): every key appears at most once in its bucket (in a
+// data entry or in the overflow chain); a non-empty FIFO holds nodes of one side, all
+// with the key in their detail::link; a node is in at most one FIFO; an entry's tail node
+// has spill_ == 0, a chained queue's tail node holds the link to the next chained queue.
+// Ordering: the spinlock (detail::spin_lock) is acquired with an acquire exchange and
+// released with a release store; all other bucket and node fields are plain data it guards.
+// Memory: 64 B per bucket, nothing per key or per node beyond the caller's nodes.
+// When not to use it: wildcard receives (a key cannot express them: see basic_comm);
+// a single thread that owns all matching (a private, unlocked table would do).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
+
+#include "base/backoff.hpp"
+#include "base/log.hpp"
+#include "base/status.hpp"
+#include "matching/node.hpp"
+
+namespace mpiv::match {
+namespace detail {
+
+/// Acquire a one-word spinlock (0 = free, 1 = held): test-and-test-and-set with back-off,
+/// so that waiters yield once threads outnumber PUs. Used for buckets and peers.
+inline void spin_lock(std::atomic<std::uint16_t> &word) noexcept
+{
+    base::backoff wait;
+    // sync: acquire; pairs with release in spin_unlock()
+    while (word.exchange(1, std::memory_order_acquire) != 0) {
+        while (word.load(std::memory_order_relaxed) != 0) {
+            wait.pause();
+        }
+    }
+}
+
+/// Release a spinlock taken with spin_lock().
+inline void spin_unlock(std::atomic<std::uint16_t> &word) noexcept
+{
+    // sync: release; pairs with acquire in spin_lock()
+    word.store(0, std::memory_order_release);
+}
+
+} // namespace detail
+
+/// A matching key: (context id, source, tag), all exact (no wildcards).
+struct key {
+    std::uint16_t cid = 0;
+    std::int32_t source = 0;
+    std::int32_t tag = 0;
+};
+
+/// Which kind of node a key's FIFO holds.
+enum class side : std::uintptr_t {
+    recv = 0, ///< posted receives (recv_node)
+    msg = 1,  ///< unexpected messages (msg_node)
+};
+
+class table {
+    struct bucket;
+
+  public:
+    /// Largest bucket count create() accepts (2^30 buckets = 64 GiB).
+    static constexpr std::size_t k_max_buckets = std::size_t{1} << 30;
+
+    /// Create a table of at least @p min_buckets buckets (rounded up to a power of two).
+    /// @param[in]  min_buckets  1 .. k_max_buckets; about twice the keys live at once
+    /// @param[out] table_p      the new table (written on success only)
+    /// @return ok; invalid_arg if min_buckets is out of range; nomem.
+    /// @context thread-safe; allocates; not for the data path.
+    [[nodiscard]] static status create(std::size_t min_buckets,
+                                       std::unique_ptr<table> &table_p) noexcept;
+
+    table(const table &) = delete;
+    table &operator=(const table &) = delete;
+
+    /// Number of buckets (a power of two).
+    std::size_t bucket_count() const noexcept { return mask_ + 1; }
+
+    /// The MPIv insert-or-match: if @p node's key holds nodes of the other side, remove
+    /// the earliest of them and call @p on_match with it; otherwise append @p node to its
+    /// key's FIFO.
+    /// @param[in] node     a node not in any queue, with its key set in its detail::link
+    /// @param[in] s        the side @p node belongs to
+    /// @param[in] on_match void(detail::link &partner), called under the bucket lock, so
+    ///                     whatever it records about the match is seen by any later user
+    ///                     of the key (e.g. a cancel) together with the removal
+    /// @return the matched node of the other side, or nullptr when @p node was queued.
+    /// @context thread-safe; O(1) expected; spins (then yields) on the bucket lock only.
+    template <class OnMatch>
+    detail::link *insert_or_match(detail::link &node, side s, OnMatch &&on_match) noexcept;
+
+    /// Locked access to one key's FIFO: construction locks the key's bucket and finds the
+    /// key, destruction unlocks. Keep it short: other keys of the bucket wait meanwhile.
+    class queue_guard {
+      public:
+        /// Lock @p k's bucket of @p t. @context thread-safe; spins, then yields.
+        queue_guard(table &t, const key &k) noexcept;
+        ~queue_guard();
+        queue_guard(const queue_guard &) = delete;
+        queue_guard &operator=(const queue_guard &) = delete;
+
+        /// True when the key's FIFO is empty (the key is absent).
+        bool empty() const noexcept { return slot_ == nullptr; }
+        /// True when the key's FIFO is non-empty and holds side @p s.
+        bool holds(side s) const noexcept
+        {
+            return slot_ != nullptr && (*slot_ & k_side_bit) == static_cast<std::uintptr_t>(s);
+        }
+        /// The earliest node. Precondition: !empty().
+        detail::link *front() const noexcept { return tail_of(*slot_)->next_; }
+        /// Remove and return the earliest node. Precondition: !empty().
+        detail::link *pop_front() noexcept;
+        /// Append @p node (its key must be this key). Precondition: empty() or holds(s).
+        void push_back(detail::link &node, side s) noexcept;
+        /// Remove @p node from anywhere in the FIFO: O(FIFO length).
+        /// @return true if it was there.
+        bool remove(detail::link &node) noexcept;
+
+      private:
+        bucket &bucket_;
+        key key_;
+        std::uintptr_t *slot_; // the queue word (entry or overflow link); null if absent
+    };
+
+  private:
+    static constexpr std::uintptr_t k_side_bit = 1;
+    static constexpr std::size_t k_entries = 3;
+
+    struct entry {
+        std::uintptr_t queue = 0; // tail node | side bit; 0 = free
+        std::int32_t source = 0;
+        std::int32_t tag = 0;
+    };
+
+    // Exactly one cache line; see the design comment.
+    struct alignas(64) bucket {
+        std::atomic<std::uint16_t> lock{0}; // 1 while held
+        std::uint16_t cid[k_entries] = {};  // context ids of entry[]'s keys
+        std::uintptr_t overflow = 0;        // first chained queue: tail | side bit
+        entry entries[k_entries];
+    };
+    static_assert(sizeof(bucket) == 64, "a bucket must be exactly one 64-byte line");
+    static_assert(alignof(bucket) == 64, "buckets must not straddle cache lines");
+    static_assert(sizeof(entry) == 16, "an entry is two 64-bit words");
+    static_assert(std::atomic<std::uint16_t>::is_always_lock_free,
+                  "the spinlock must be lock-free");
+
+    table(std::unique_ptr<bucket[]> buckets, std::size_t mask) noexcept
+        : buckets_(std::move(buckets)), mask_(mask)
+    {
+    }
+
+    static detail::link *tail_of(std::uintptr_t word) noexcept
+    {
+        return reinterpret_cast<detail::link *>(word & ~k_side_bit);
+    }
+
+    static bool same_key(const detail::link &n, const key &k) noexcept
+    {
+        return n.tag_ == k.tag && n.source_ == k.source && n.cid_ == k.cid;
+    }
+
+    bucket &bucket_of(const key &k) noexcept;
+    static std::uintptr_t *find(bucket &b, const key &k) noexcept;
+
+    std::unique_ptr<bucket[]> buckets_;
+    std::size_t mask_;
+};
+
+// ---------------------------------------------------------------- inline implementation
+
+inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &table_p) noexcept
+{
+    if (min_buckets == 0 || min_buckets > k_max_buckets) {
+        base::log(base::log_level::error, "match::table: bucket count %zu is not in 1..%zu",
+                  min_buckets, k_max_buckets);
+        return status::invalid_arg;
+    }
+    std::size_t n = 1;
+    while (n < min_buckets) {
+        n <<= 1;
+    }
+    std::unique_ptr<bucket[]> buckets(new (std::nothrow) bucket[n]);
+    std::unique_ptr<table> t;
+    if (buckets != nullptr) {
+        t.reset(new (std::nothrow) table(std::move(buckets), n - 1));
+    }
+    if (t == nullptr) {
+        base::log(base::log_level::error, "match::table: cannot allocate %zu buckets", n);
+        return status::nomem;
+    }
+    table_p = std::move(t);
+    return status::ok;
+}
+
+inline table::bucket &table::bucket_of(const key &k) noexcept
+{
+    // Two multiply-xorshift rounds over the packed key: every key bit reaches the low
+    // bits that select the bucket, so consecutive tags or ranks spread evenly.
+    std::uint64_t x = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.source)) << 32) |
+                      static_cast<std::uint32_t>(k.tag);
+    x ^= static_cast<std::uint64_t>(k.cid) * 0x9e3779b97f4a7c15ULL;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 32;
+    return buckets_[x & mask_];
+}
+
+inline std::uintptr_t *table::find(bucket &b, const key &k) noexcept
+{
+    for (std::size_t i = 0; i < k_entries; ++i) {
+        entry &e = b.entries[i];
+        if (e.queue != 0 && e.tag == k.tag && e.source == k.source && b.cid[i] == k.cid) {
+            return &e.queue;
+        }
+    }
+    for (std::uintptr_t *w = &b.overflow; *w != 0; w = &tail_of(*w)->spill_) {
+        if (same_key(*tail_of(*w), k)) {
+            return w;
+        }
+    }
+    return nullptr;
+}
+
+inline table::queue_guard::queue_guard(table &t, const key &k) noexcept
+    : bucket_(t.bucket_of(k)), key_(k)
+{
+    detail::spin_lock(bucket_.lock);
+    slot_ = find(bucket_, key_);
+}
+
+inline table::queue_guard::~queue_guard()
+{
+    detail::spin_unlock(bucket_.lock);
+}
+
+inline detail::link *table::queue_guard::pop_front() noexcept
+{
+    detail::link *tail = tail_of(*slot_);
+    detail::link *head = tail->next_;
+    if (head == tail) {
+        // Last node: free the entry, or unchain the queue (an entry's tail has spill_ 0).
+        *slot_ = tail->spill_;
+        slot_ = nullptr;
+    } else {
+        tail->next_ = head->next_;
+    }
+    return head;
+}
+
+inline void table::queue_guard::push_back(detail::link &node, side s) noexcept
+{
+    const std::uintptr_t word =
+        reinterpret_cast<std::uintptr_t>(&node) | static_cast<std::uintptr_t>(s);
+    if (slot_ != nullptr) {
+        detail::link *tail = tail_of(*slot_);
+        node.next_ = tail->next_;
+        node.spill_ = tail->spill_; // the tail carries the overflow link
+        tail->next_ = &node;
+        *slot_ = word;
+        return;
+    }
+    node.next_ = &node;
+    for (std::size_t i = 0; i < k_entries; ++i) {
+        entry &e = bucket_.entries[i];
+        if (e.queue == 0) {
+            node.spill_ = 0;
+            e.source = key_.source;
+            e.tag = key_.tag;
+            bucket_.cid[i] = key_.cid;
+            e.queue = word;
+            slot_ = &e.queue;
+            return;
+        }
+    }
+    node.spill_ = bucket_.overflow;
+    bucket_.overflow = word;
+    slot_ = &bucket_.overflow;
+}
+
+inline bool table::queue_guard::remove(detail::link &node) noexcept
+{
+    if (slot_ == nullptr) {
+        return false;
+    }
+    detail::link *tail = tail_of(*slot_);
+    detail::link *prev = tail;
+    while (prev->next_ != &node) {
+        prev = prev->next_;
+        if (prev == tail) {
+            return false;
+        }
+    }
+    if (prev == &node) { // the only node
+        *slot_ = tail->spill_;
+        slot_ = nullptr;
+        return true;
+    }
+    prev->next_ = node.next_;
+    if (&node == tail) {
+        prev->spill_ = tail->spill_;
+        *slot_ = reinterpret_cast<std::uintptr_t>(prev) | (*slot_ & k_side_bit);
+    }
+    return true;
+}
+
+template <class OnMatch>
+detail::link *table::insert_or_match(detail::link &node, side s, OnMatch &&on_match) noexcept
+{
+    queue_guard q(*this, key{node.cid_, node.source_, node.tag_});
+    if (!q.empty() && !q.holds(s)) {
+        detail::link *partner = q.pop_front();
+        on_match(*partner);
+        return partner;
+    }
+    q.push_back(node, s);
+    return nullptr;
+}
+
+} // namespace mpiv::match
