@@ -68,7 +68,6 @@ if [ "$mode" = test ]; then
     done
     exit 1
   fi
-  grep -h '^# ' test-suite.log 2>/dev/null | head -n 12 || true
   exit 0
 fi
 

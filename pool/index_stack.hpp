@@ -101,13 +101,6 @@ template <template <class> class Atom = std::atomic> class index_stack {
         }
     }
 
-    /// True when the stack looked empty at some instant of the call (a hint: it may change
-    /// at once).
-    bool empty_hint() const noexcept
-    {
-        return top_of(head_->load(std::memory_order_relaxed)) == k_nil;
-    }
-
   private:
     static constexpr std::uint64_t pack(std::uint32_t top, std::uint32_t generation) noexcept
     {

@@ -88,14 +88,16 @@ template <template <class> class Atom = std::atomic> class packet_pool {
     /// @param[out] packet_p the packet (packet_size bytes, k_cacheline aligned), written only
     ///             on success
     /// @return status::ok; status::retry_nopacket when no packet is free anywhere (progress,
-    ///         then retry); status::invalid_arg (logged) for a bad worker index
+    ///         then retry); status::invalid_arg (logged) for a bad worker index;
+    ///         status::not_initialized (logged) before init()
     /// @context thread-safe; hot path (a private hit takes the worker's uncontended lock
     ///          once); never blocks on an empty pool; may yield while a lock is contended
     [[nodiscard]] status get(std::uint32_t worker, void *&packet_p) noexcept;
 
     /// @brief Get a packet for the communication server: the shared stack, else a steal.
     /// @param[out] packet_p the packet, written only on success
-    /// @return status::ok; status::retry_nopacket; status::not_initialized before init()
+    /// @return status::ok; status::retry_nopacket; status::not_initialized (logged) before
+    ///         init()
     /// @context thread-safe (any thread, e.g. several inline progress callers); may yield
     ///          while a deque lock is contended
     [[nodiscard]] status server_get(void *&packet_p) noexcept;
@@ -106,7 +108,8 @@ template <template <class> class Atom = std::atomic> class packet_pool {
     /// @param[in] packet a packet obtained from this pool (any path, any worker)
     /// @return status::ok; status::invalid_arg (logged) for a bad worker index or a packet
     ///         that is already free (put twice); status::invalid_handle (logged) when
-    ///         @p packet is not the start of a packet of this pool. On error nothing changes.
+    ///         @p packet is not the start of a packet of this pool; status::not_initialized
+    ///         (logged) before init(). On error nothing changes.
     /// @context thread-safe; hot path; may yield while a lock is contended
     [[nodiscard]] status put(std::uint32_t worker, void *packet) noexcept;
 
@@ -125,6 +128,9 @@ template <template <class> class Atom = std::atomic> class packet_pool {
         // two threads using the same worker index only repeat a victim.
         Atom<std::uint64_t> steal_seed{0};
     };
+
+    /// Log and classify a worker index >= nworkers_ (cold path of get/put).
+    [[nodiscard]] status bad_worker(std::uint32_t worker) const noexcept;
 
     /// Pop the bottom of some worker's deque other than @p thief's, starting at a victim
     /// drawn from @p seed.

@@ -43,15 +43,17 @@ status packet_pool<Atom>::init(const pool_params &params, void *region, std::siz
         return status::invalid_arg;
     }
     std::unique_ptr<worker_state[]> workers(new (std::nothrow) worker_state[params.workers]);
-    if (workers == nullptr) {
-        return status::nomem;
-    }
-    for (std::uint32_t w = 0; w < params.workers; ++w) {
-        const status s = workers[w].deque.init(params.private_capacity);
-        if (s != status::ok) {
-            return s;
+    for (std::uint32_t w = 0; workers != nullptr && w < params.workers; ++w) {
+        if (workers[w].deque.init(params.private_capacity) != status::ok) {
+            workers.reset(); // the capacity was validated above: only memory can fail
+        } else {
+            workers[w].steal_seed.store(detail::mix_seed(w + 1), std::memory_order_relaxed);
         }
-        workers[w].steal_seed.store(detail::mix_seed(w + 1), std::memory_order_relaxed);
+    }
+    if (workers == nullptr) {
+        base::log(base::log_level::error, "pool: no memory for %u deques of %u slots",
+                  params.workers, params.private_capacity);
+        return status::nomem;
     }
     const auto first_shared = static_cast<std::uint32_t>(private_total);
     const status s =
@@ -73,9 +75,7 @@ template <template <class> class Atom>
 status packet_pool<Atom>::get(std::uint32_t worker, void *&packet_p) noexcept
 {
     if (worker >= nworkers_) {
-        base::log(base::log_level::error, "pool: worker %u out of range (%u workers)", worker,
-                  nworkers_);
-        return status::invalid_arg;
+        return bad_worker(worker);
     }
     worker_state &self = workers_[worker];
     std::uint32_t index;
@@ -97,7 +97,7 @@ template <template <class> class Atom>
 status packet_pool<Atom>::server_get(void *&packet_p) noexcept
 {
     if (nworkers_ == 0) {
-        return status::not_initialized;
+        return bad_worker(0); // not_initialized
     }
     std::uint32_t index;
     if (region_.stack_.pop(index) != status::ok) {
@@ -116,9 +116,7 @@ template <template <class> class Atom>
 status packet_pool<Atom>::put(std::uint32_t worker, void *packet) noexcept
 {
     if (worker >= nworkers_) {
-        base::log(base::log_level::error, "pool: worker %u out of range (%u workers)", worker,
-                  nworkers_);
-        return status::invalid_arg;
+        return bad_worker(worker);
     }
     std::uint32_t index;
     status s = region_.index_of(packet, index);
@@ -133,6 +131,18 @@ status packet_pool<Atom>::put(std::uint32_t worker, void *packet) noexcept
         region_.stack_.push(evicted);
     }
     return status::ok;
+}
+
+template <template <class> class Atom>
+status packet_pool<Atom>::bad_worker(std::uint32_t worker) const noexcept
+{
+    if (nworkers_ == 0) {
+        base::log(base::log_level::error, "pool: used before init");
+        return status::not_initialized;
+    }
+    base::log(base::log_level::error, "pool: worker %u out of range (%u workers)", worker,
+              nworkers_);
+    return status::invalid_arg;
 }
 
 template <template <class> class Atom>

@@ -200,11 +200,12 @@ template <template <class> class Atom = std::atomic> class packet_region {
     /// @brief Take a free packet from the shared stack.
     /// @param[out] packet_p the packet (in this process's mapping), written only on success
     /// @return status::ok, status::retry_nopacket (the stack is empty), or
-    ///         status::not_initialized (the view was never formatted or attached)
+    ///         status::not_initialized (logged: the view was never formatted or attached)
     /// @context thread-safe, lock-free, any process; never yields
     [[nodiscard]] status get(void *&packet_p) noexcept
     {
         if (base_ == nullptr) {
+            base::log(base::log_level::error, "pool: region used before format or attach");
             return status::not_initialized;
         }
         std::uint32_t index;

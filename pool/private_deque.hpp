@@ -36,21 +36,12 @@
 
 namespace mpiv::pool {
 
-/// Test-and-test-and-set spinlock for the two-thread case (worker and stealer).
-template <template <class> class Atom = std::atomic> class spin_lock {
+namespace detail {
+
+/// Test-and-test-and-set spinlock for the two-thread case (worker and stealer). Not fair
+/// (a stealer may overtake the owner); waiters spin, then yield (base::backoff).
+template <template <class> class Atom> class spin_lock {
   public:
-    static constexpr bool is_fair = false;  // a stealer may overtake the owner
-    static constexpr bool may_yield = true; // spins, then yields (base::backoff)
-
-    /// @brief Take the lock if it is free. @return true when taken
-    /// @context thread-safe, never waits
-    [[nodiscard]] bool try_lock() noexcept
-    {
-        // sync: acquire; pairs with the release store in unlock().
-        return held_.load(std::memory_order_relaxed) == 0 &&
-               held_.exchange(1, std::memory_order_acquire) == 0;
-    }
-
     /// @brief Take the lock, spinning on a plain load (no line ping-pong) with back-off.
     /// @context thread-safe; may yield the calling ULT or thread while waiting
     void lock() noexcept
@@ -67,13 +58,15 @@ template <template <class> class Atom = std::atomic> class spin_lock {
     /// @brief Release the lock. @context by the holder only
     void unlock() noexcept
     {
-        // sync: release; pairs with the acquire exchange in lock()/try_lock().
+        // sync: release; pairs with the acquire exchange in lock().
         held_.store(0, std::memory_order_release);
     }
 
   private:
     Atom<std::uint32_t> held_{0};
 };
+
+} // namespace detail
 
 template <template <class> class Atom = std::atomic> class alignas(k_false_sharing) private_deque {
   public:
@@ -113,7 +106,7 @@ template <template <class> class Atom = std::atomic> class alignas(k_false_shari
     /// @context thread-safe; hot path of the owner; may yield while the lock is contended
     [[nodiscard]] status pop_top(std::uint32_t &index_p) noexcept
     {
-        std::lock_guard<spin_lock<Atom>> guard(lock_);
+        std::lock_guard<detail::spin_lock<Atom>> guard(lock_);
         const std::uint32_t size = size_.load(std::memory_order_relaxed);
         if (size == 0) {
             return status::not_found;
@@ -130,7 +123,7 @@ template <template <class> class Atom = std::atomic> class alignas(k_false_shari
     /// @context thread-safe; hot path of the owner; may yield while the lock is contended
     [[nodiscard]] bool push_top(std::uint32_t index, std::uint32_t &evicted_p) noexcept
     {
-        std::lock_guard<spin_lock<Atom>> guard(lock_);
+        std::lock_guard<detail::spin_lock<Atom>> guard(lock_);
         std::uint32_t size = size_.load(std::memory_order_relaxed);
         const bool evict = size == capacity_;
         if (evict) {
@@ -149,7 +142,7 @@ template <template <class> class Atom = std::atomic> class alignas(k_false_shari
     /// @context thread-safe; may yield while the lock is contended
     [[nodiscard]] status pop_bottom(std::uint32_t &index_p) noexcept
     {
-        std::lock_guard<spin_lock<Atom>> guard(lock_);
+        std::lock_guard<detail::spin_lock<Atom>> guard(lock_);
         const std::uint32_t size = size_.load(std::memory_order_relaxed);
         if (size == 0) {
             return status::not_found;
@@ -162,8 +155,6 @@ template <template <class> class Atom = std::atomic> class alignas(k_false_shari
 
     /// Number of indexes at some recent instant (a hint for stealers: no lock taken).
     std::uint32_t size_hint() const noexcept { return size_.load(std::memory_order_relaxed); }
-
-    std::uint32_t capacity() const noexcept { return capacity_; }
 
   private:
     friend struct private_deque_test_access;
@@ -180,7 +171,7 @@ template <template <class> class Atom = std::atomic> class alignas(k_false_shari
         return ring_[pos / k_slots_per_line].slot[pos % k_slots_per_line];
     }
 
-    spin_lock<Atom> lock_;
+    detail::spin_lock<Atom> lock_;
     std::uint32_t bottom_ = 0;          // ring position of the LRU index; guarded by lock_
     Atom<std::uint32_t> size_{0};       // written under lock_, read lock-free as a hint
     std::uint32_t capacity_ = 0;        // immutable after init()

@@ -72,7 +72,7 @@ struct options {
     int isend, irecv; /* modes to run */
     int peer_sleep;   /* rank 1 waits with MPI_Test and 20 us sleeps instead of blocking */
     int reps, warmup;
-    const char *impl;
+    const char *impl; /* rank 0 only */
 };
 
 /* A non-negative integer with an optional k/K (2^10) or m/M (2^20) suffix. */
@@ -395,7 +395,9 @@ int main(int argc, char **argv)
         }
         MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
     }
+    /* Rank 1 follows rank 0's options (an MPMD launch may give it other arguments). */
     const char *impl = NULL != o.impl && '\0' != o.impl[0] ? o.impl : library_label();
+    MPI_CHECK(MPI_Bcast(&o, (int) sizeof o, MPI_BYTE, 0, MPI_COMM_WORLD));
     long max_size = 0;
     for (int i = 0; i < o.nsizes; ++i) {
         max_size = o.sizes[i] > max_size ? o.sizes[i] : max_size;

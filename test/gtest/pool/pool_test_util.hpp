@@ -19,7 +19,7 @@ struct private_deque_test_access {
     template <template <class> class Atom>
     static std::vector<std::uint32_t> contents(private_deque<Atom> &deque)
     {
-        std::lock_guard<spin_lock<Atom>> guard(deque.lock_);
+        std::lock_guard<detail::spin_lock<Atom>> guard(deque.lock_);
         std::vector<std::uint32_t> out;
         const std::uint32_t size = deque.size_.load(std::memory_order_relaxed);
         for (std::uint32_t i = 0; i < size; ++i) {

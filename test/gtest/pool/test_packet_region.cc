@@ -85,6 +85,7 @@ pool_params owner_params()
 
 TEST(packet_region, alone_is_a_bounded_pool)
 {
+    mpiv::test::log_capture log;
     const std::size_t bytes = packet_region<>::bytes_for(k_packet_size, 4);
     ASSERT_GT(bytes, 0u);
     mpiv::test::region_buffer buffer(bytes);
@@ -106,6 +107,7 @@ TEST(packet_region, alone_is_a_bounded_pool)
     ASSERT_EQ(region.get(p), status::ok);
     EXPECT_EQ(p, held.back()) << "LIFO";
     ASSERT_EQ(region.put(p), status::ok);
+    EXPECT_EQ(log.errors().size(), 1u) << "only the get before format is an error";
 }
 
 TEST(packet_region, offsets_round_trip_and_reject_non_packets)
