@@ -193,9 +193,13 @@ class basic_comm {
     static void bind(recv_node &r, msg_node &m) noexcept;
 
     bool valid_pattern(std::int32_t source, std::int32_t tag) const noexcept;
+    // Fast paths (bucket lock only) and their slow paths (TLP lock), kept apart so that
+    // the fast ones stay small enough to inline.
     status post_specific(recv_node &r) noexcept;
+    status post_specific_slow(recv_node &r) noexcept;
     status post_wild(recv_node &r) noexcept;
     void match_arrival(msg_node &m, match_list &matched) noexcept;
+    void match_arrival_slow(msg_node &m, match_list &matched) noexcept;
     status peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept;
     static void hold(detail::peer &p, msg_node &m) noexcept;
     static msg_node *take_held(detail::peer &p) noexcept;

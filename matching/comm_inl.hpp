@@ -113,9 +113,8 @@ status basic_comm<Lock>::post(recv_node &r, std::int32_t source, std::int32_t ta
 template <class Lock>
 status basic_comm<Lock>::post_specific(recv_node &r) noexcept
 {
-    const key k = key_of(as_link(r));
     {
-        table::queue_guard q(table_, k);
+        table::queue_guard q(table_, key_of(as_link(r)));
         if (!q.holds(side::msg)) {
             // sync: acquire; pairs with the release fetch_add in post_wild()
             r.seq_ = post_seq_.load(std::memory_order_acquire);
@@ -123,9 +122,15 @@ status basic_comm<Lock>::post_specific(recv_node &r) noexcept
             return status::inprogress;
         }
     }
+    return post_specific_slow(r);
+}
+
+template <class Lock>
+status basic_comm<Lock>::post_specific_slow(recv_node &r) noexcept
+{
     // An unexpected message waits: it must leave the unexpected list too.
     base::lock_guard<Lock> g(tlp_);
-    table::queue_guard q(table_, k);
+    table::queue_guard q(table_, key_of(as_link(r)));
     if (q.holds(side::msg)) {
         msg_node &m = as_msg(*q.pop_front());
         unexp_unlink(m);
@@ -373,9 +378,8 @@ void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
         }
         return;
     }
-    const key k = key_of(l);
     {
-        table::queue_guard q(table_, k);
+        table::queue_guard q(table_, key_of(l));
         // Relaxed: the bucket lock orders this load after the increment of any wildcard
         // posted before the key's head (see comm.hpp); a stale non-zero only costs the
         // slow path.
@@ -385,8 +389,15 @@ void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
             return;
         }
     }
+    match_arrival_slow(m, matched);
+}
+
+template <class Lock>
+void basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched) noexcept
+{
+    detail::link &l = as_link(m);
     base::low_priority_guard<Lock> g(tlp_);
-    table::queue_guard q(table_, k);
+    table::queue_guard q(table_, key_of(l));
     recv_node *specific = q.holds(side::recv) ? &as_recv(*q.front()) : nullptr;
     recv_node *prev = nullptr;
     recv_node *wild = wild_head_;

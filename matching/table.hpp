@@ -3,8 +3,9 @@
 // Design:
 // - A power-of-two array of 64-byte buckets, one cache line each. A bucket is four
 //   16-byte entries: a control entry (the bucket's spinlock, the context ids of the three
-//   keys, the overflow pointer) and three data entries {queue word, source, tag}. The key
-//   is the full (context id, source, tag): 16 + 32 + 32 bits, compared exactly.
+//   keys, the overflow pointer) and three data entries {queue word, source and tag packed
+//   in one word}. The key is the full (context id, source, tag): 16 + 32 + 32 bits,
+//   compared exactly.
 // - A key's value is a FIFO of nodes of one side only: posted receives, or unexpected
 //   messages (MPIv kept one value per key, so two messages of one key could match out of
 //   order, or match each other). The FIFO is circular and singly linked through the
@@ -17,7 +18,7 @@
 //   cannot fail. Chained keys cost a pointer chase each: size the table so that buckets
 //   rarely hold more than three live keys (about twice the number of keys live at once).
 // - insert_or_match(node, side) is the MPIv operation: under the bucket lock, if the key's
-//   FIFO holds the other side, pop and return its head (the earliest); else append node.
+//   FIFO holds the other side, pop its head (the earliest) and report it; else append.
 //   queue_guard exposes the same locked access step by step for the MPI rules in comm.hpp.
 //
 // Invariants (under the bucket lock): every key appears at most once in its bucket (in a
@@ -83,6 +84,7 @@ enum class side : std::uintptr_t {
 
 class table {
     struct bucket;
+    struct entry;
 
   public:
     /// Largest bucket count create() accepts (2^30 buckets = 64 GiB).
@@ -143,9 +145,14 @@ class table {
         bool remove(detail::link &node) noexcept;
 
       private:
+        // The queue became empty: free its entry or unchain it.
+        void release_slot(detail::link *tail) noexcept;
+
+        std::uint64_t source_tag_; // the key: pack(source, tag) and cid
+        std::uint16_t cid_;
         bucket &bucket_;
-        key key_;
         std::uintptr_t *slot_; // the queue word (entry or overflow link); null if absent
+        entry *free_;          // while absent: a free entry for it, or null (overflow)
     };
 
   private:
@@ -153,9 +160,8 @@ class table {
     static constexpr std::size_t k_entries = 3;
 
     struct entry {
-        std::uintptr_t queue = 0; // tail node | side bit; 0 = free
-        std::int32_t source = 0;
-        std::int32_t tag = 0;
+        std::uintptr_t queue = 0;     // tail node | side bit; 0 = free
+        std::uint64_t source_tag = 0; // pack(source, tag) of the key
     };
 
     // Exactly one cache line; see the design comment.
@@ -171,8 +177,8 @@ class table {
     static_assert(std::atomic<std::uint16_t>::is_always_lock_free,
                   "the spinlock must be lock-free");
 
-    table(std::unique_ptr<bucket[]> buckets, std::size_t mask) noexcept
-        : buckets_(std::move(buckets)), mask_(mask)
+    table(std::unique_ptr<bucket[]> buckets, std::size_t mask, unsigned shift) noexcept
+        : buckets_(std::move(buckets)), mask_(mask), shift_(shift)
     {
     }
 
@@ -181,16 +187,21 @@ class table {
         return reinterpret_cast<detail::link *>(word & ~k_side_bit);
     }
 
-    static bool same_key(const detail::link &n, const key &k) noexcept
+    // Source and tag in one word: one comparison per entry, and the hash input.
+    static std::uint64_t pack(std::int32_t source, std::int32_t tag) noexcept
     {
-        return n.tag_ == k.tag && n.source_ == k.source && n.cid_ == k.cid;
+        return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(source)) << 32) |
+               static_cast<std::uint32_t>(tag);
     }
 
-    bucket &bucket_of(const key &k) noexcept;
-    static std::uintptr_t *find(bucket &b, const key &k) noexcept;
+    bucket &bucket_of(std::uint64_t source_tag, std::uint16_t cid) noexcept;
+    // The key's queue word, or nullptr (then free_p is the first free entry, or nullptr).
+    static std::uintptr_t *find(bucket &b, std::uint64_t source_tag, std::uint16_t cid,
+                                entry *&free_p) noexcept;
 
     std::unique_ptr<bucket[]> buckets_;
     std::size_t mask_;
+    unsigned shift_; // 64 - log2(bucket count), 0 for a single bucket (mask_ is 0 then)
 };
 
 // ---------------------------------------------------------------- inline implementation
@@ -203,13 +214,15 @@ inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &tab
         return status::invalid_arg;
     }
     std::size_t n = 1;
+    unsigned bits = 0;
     while (n < min_buckets) {
         n <<= 1;
+        ++bits;
     }
     std::unique_ptr<bucket[]> buckets(new (std::nothrow) bucket[n]);
     std::unique_ptr<table> t;
     if (buckets != nullptr) {
-        t.reset(new (std::nothrow) table(std::move(buckets), n - 1));
+        t.reset(new (std::nothrow) table(std::move(buckets), n - 1, bits == 0 ? 0 : 64 - bits));
     }
     if (t == nullptr) {
         base::log(base::log_level::error, "match::table: cannot allocate %zu buckets", n);
@@ -219,30 +232,30 @@ inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &tab
     return status::ok;
 }
 
-inline table::bucket &table::bucket_of(const key &k) noexcept
+inline table::bucket &table::bucket_of(std::uint64_t source_tag, std::uint16_t cid) noexcept
 {
-    // Two multiply-xorshift rounds over the packed key: every key bit reaches the low
-    // bits that select the bucket, so consecutive tags or ranks spread evenly.
-    std::uint64_t x = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.source)) << 32) |
-                      static_cast<std::uint32_t>(k.tag);
-    x ^= static_cast<std::uint64_t>(k.cid) * 0x9e3779b97f4a7c15ULL;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 31;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 32;
-    return buckets_[x & mask_];
+    // Fibonacci hashing: multiply the packed key by 2^64/phi and keep the top bits, which
+    // depend on every key bit, so consecutive tags or ranks spread evenly. The context id
+    // goes to the top bits of the source, which ranks below 2^16 leave free.
+    const std::uint64_t x = source_tag ^ (static_cast<std::uint64_t>(cid) << 48);
+    return buckets_[((x * 0x9e3779b97f4a7c15ULL) >> shift_) & mask_];
 }
 
-inline std::uintptr_t *table::find(bucket &b, const key &k) noexcept
+inline std::uintptr_t *table::find(bucket &b, std::uint64_t source_tag, std::uint16_t cid,
+                                   entry *&free_p) noexcept
 {
+    free_p = nullptr;
     for (std::size_t i = 0; i < k_entries; ++i) {
         entry &e = b.entries[i];
-        if (e.queue != 0 && e.tag == k.tag && e.source == k.source && b.cid[i] == k.cid) {
+        if (e.queue == 0) {
+            free_p = free_p != nullptr ? free_p : &e;
+        } else if (e.source_tag == source_tag && b.cid[i] == cid) {
             return &e.queue;
         }
     }
     for (std::uintptr_t *w = &b.overflow; *w != 0; w = &tail_of(*w)->spill_) {
-        if (same_key(*tail_of(*w), k)) {
+        const detail::link &n = *tail_of(*w);
+        if (pack(n.source_, n.tag_) == source_tag && n.cid_ == cid) {
             return w;
         }
     }
@@ -250,15 +263,28 @@ inline std::uintptr_t *table::find(bucket &b, const key &k) noexcept
 }
 
 inline table::queue_guard::queue_guard(table &t, const key &k) noexcept
-    : bucket_(t.bucket_of(k)), key_(k)
+    : source_tag_(pack(k.source, k.tag)), cid_(k.cid), bucket_(t.bucket_of(source_tag_, cid_))
 {
     detail::spin_lock(bucket_.lock);
-    slot_ = find(bucket_, key_);
+    slot_ = find(bucket_, source_tag_, cid_, free_);
 }
 
 inline table::queue_guard::~queue_guard()
 {
     detail::spin_unlock(bucket_.lock);
+}
+
+inline void table::queue_guard::release_slot(detail::link *tail) noexcept
+{
+    *slot_ = tail->spill_;
+    slot_ = nullptr;
+    free_ = nullptr;
+    for (entry &e : bucket_.entries) {
+        if (e.queue == 0) {
+            free_ = &e;
+            break;
+        }
+    }
 }
 
 inline detail::link *table::queue_guard::pop_front() noexcept
@@ -267,8 +293,7 @@ inline detail::link *table::queue_guard::pop_front() noexcept
     detail::link *head = tail->next_;
     if (head == tail) {
         // Last node: free the entry, or unchain the queue (an entry's tail has spill_ 0).
-        *slot_ = tail->spill_;
-        slot_ = nullptr;
+        release_slot(tail);
     } else {
         tail->next_ = head->next_;
     }
@@ -288,17 +313,13 @@ inline void table::queue_guard::push_back(detail::link &node, side s) noexcept
         return;
     }
     node.next_ = &node;
-    for (std::size_t i = 0; i < k_entries; ++i) {
-        entry &e = bucket_.entries[i];
-        if (e.queue == 0) {
-            node.spill_ = 0;
-            e.source = key_.source;
-            e.tag = key_.tag;
-            bucket_.cid[i] = key_.cid;
-            e.queue = word;
-            slot_ = &e.queue;
-            return;
-        }
+    if (free_ != nullptr) {
+        node.spill_ = 0;
+        free_->source_tag = source_tag_;
+        bucket_.cid[free_ - bucket_.entries] = cid_;
+        free_->queue = word;
+        slot_ = &free_->queue;
+        return;
     }
     node.spill_ = bucket_.overflow;
     bucket_.overflow = word;
@@ -319,8 +340,7 @@ inline bool table::queue_guard::remove(detail::link &node) noexcept
         }
     }
     if (prev == &node) { // the only node
-        *slot_ = tail->spill_;
-        slot_ = nullptr;
+        release_slot(tail);
         return true;
     }
     prev->next_ = node.next_;

@@ -48,17 +48,32 @@ struct engine {
     bool ok = false;
 };
 
-// Shared by the threads of one run: thread 0 builds it before the timing loop and
-// destroys it after (the library synchronizes all threads at both points).
+constexpr unsigned k_all_assertions = mpiv::match::k_assert_no_any_source |
+                                      mpiv::match::k_assert_no_any_tag |
+                                      mpiv::match::k_assert_allow_overtaking;
+
+// Shared by the threads of one run; built by Setup before the threads start and destroyed
+// by Teardown after they end (the timing loop is the first point where they synchronize).
 std::unique_ptr<engine> g_engine;
 
-void insert_match(benchmark::State &state, unsigned assertions)
+void setup_ordered(const benchmark::State &)
 {
-    if (state.thread_index() == 0) {
-        g_engine = std::make_unique<engine>(1024, assertions);
-    }
+    g_engine = std::make_unique<engine>(1024, 0);
+}
+void setup_asserted(const benchmark::State &)
+{
+    g_engine = std::make_unique<engine>(1024, k_all_assertions);
+}
+void teardown_engine(const benchmark::State &)
+{
+    g_engine.reset();
+}
+
+void BM_match_insert_match(benchmark::State &state)
+{
     if (!g_engine->ok) {
         state.SkipWithError("engine creation failed");
+        return;
     }
     comm &c = *g_engine->comm_;
     const auto source = static_cast<std::int32_t>(state.thread_index());
@@ -78,23 +93,24 @@ void insert_match(benchmark::State &state, unsigned assertions)
         tag = (tag + 1) % k_tags;
     }
     state.SetItemsProcessed(state.iterations());
-    if (state.thread_index() == 0) {
-        g_engine.reset();
-    }
 }
+BENCHMARK(BM_match_insert_match)
+    ->Setup(setup_ordered)
+    ->Teardown(teardown_engine)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->UseRealTime();
 
-void BM_match_insert_match(benchmark::State &state)
-{
-    insert_match(state, 0);
-}
-BENCHMARK(BM_match_insert_match)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->UseRealTime();
-
+// The same function on the asserted communicator.
 void BM_match_insert_match_asserted(benchmark::State &state)
 {
-    insert_match(state, mpiv::match::k_assert_no_any_source | mpiv::match::k_assert_no_any_tag |
-                            mpiv::match::k_assert_allow_overtaking);
+    BM_match_insert_match(state);
 }
 BENCHMARK(BM_match_insert_match_asserted)
+    ->Setup(setup_asserted)
+    ->Teardown(teardown_engine)
     ->Threads(1)
     ->Threads(2)
     ->Threads(4)
@@ -127,11 +143,17 @@ struct map_matcher {
 
 std::unique_ptr<map_matcher> g_map;
 
+void setup_map(const benchmark::State &)
+{
+    g_map = std::make_unique<map_matcher>();
+}
+void teardown_map(const benchmark::State &)
+{
+    g_map.reset();
+}
+
 void BM_unordered_map_mutex(benchmark::State &state)
 {
-    if (state.thread_index() == 0) {
-        g_map = std::make_unique<map_matcher>();
-    }
     const auto source = static_cast<std::uint64_t>(state.thread_index());
     int r = 0, m = 0;
     std::uint64_t tag = 0;
@@ -146,11 +168,15 @@ void BM_unordered_map_mutex(benchmark::State &state)
         tag = (tag + 1) % k_tags;
     }
     state.SetItemsProcessed(state.iterations());
-    if (state.thread_index() == 0) {
-        g_map.reset();
-    }
 }
-BENCHMARK(BM_unordered_map_mutex)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->UseRealTime();
+BENCHMARK(BM_unordered_map_mutex)
+    ->Setup(setup_map)
+    ->Teardown(teardown_map)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->UseRealTime();
 
 // The same random sequence of keys (tags 0..K-1) for both K benchmarks.
 std::vector<std::int32_t> key_sequence(std::int32_t k)

@@ -2,7 +2,7 @@
 // overflow chain, and concurrent use.
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
