@@ -218,9 +218,14 @@ class MPIV_TS_CAPABILITY("mutex") hmcs_lock {
     /// 2^8; larger favours throughput, smaller fairness).
     static constexpr std::uint32_t k_default_threshold = 256;
 
-    /// A lock over the hierarchy of this machine (hwloc).
-    /// @param threshold consecutive hand-offs inside a cohort, >= 1
-    explicit hmcs_lock(std::uint32_t threshold = k_default_threshold)
+    /// A lock over the hierarchy of this machine (hwloc, read once per process) with the
+    /// default threshold.
+    hmcs_lock() : hmcs_lock(k_default_threshold) {}
+
+    /// A lock over the hierarchy of this machine.
+    /// @param threshold consecutive hand-offs inside a cohort, >= 1 (values out of range
+    ///        are clamped)
+    explicit hmcs_lock(std::uint32_t threshold)
         : hmcs_lock(detail::hmcs_hierarchy::machine(), threshold)
     {
     }
@@ -333,7 +338,8 @@ class MPIV_TS_CAPABILITY("mutex") hmcs_lock {
         nodes_.reset(new detail::hmcs_node[total]);
         for (std::size_t l = 0; l + 1 < h.levels.size(); ++l) {
             for (std::uint32_t s = 0; s < h.n_slots; ++s) {
-                nodes_[first[l] + h.levels[l][s]].parent_ = &nodes_[first[l + 1] + h.levels[l + 1][s]];
+                detail::hmcs_node &child = nodes_[first[l] + h.levels[l][s]];
+                child.parent_ = &nodes_[first[l + 1] + h.levels[l + 1][s]];
             }
         }
         root_ = &nodes_[total - 1];
@@ -345,7 +351,8 @@ class MPIV_TS_CAPABILITY("mutex") hmcs_lock {
 
     detail::hmcs_node *leaf_of_caller() const noexcept
     {
-        return leaf_of_slot_[hierarchy_->caller_slot()];
+        // One level: every slot's leaf is the root; skip locating the caller.
+        return root_ == leaf_of_slot_[0] ? root_ : leaf_of_slot_[hierarchy_->caller_slot()];
     }
 
     // Queue at level n with node, then climb while this level's cohort lacks the parent.

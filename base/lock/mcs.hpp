@@ -61,7 +61,8 @@ struct mcs_qnode {
 /// nodes are allocated on first need and freed when the thread exits.
 class qnode_cache {
   public:
-    /// A node for one acquisition (reset by mcs_enqueue()).
+    /// A node for one acquisition (reset by mcs_enqueue()). Allocates when the cache is
+    /// empty; running out of memory there terminates (lock() cannot report failure).
     static mcs_qnode *get()
     {
         mcs_qnode *node = head_;
@@ -84,6 +85,7 @@ class qnode_cache {
     // Frees the cached nodes at thread exit. Kept apart from head_ so that the hot path
     // reads a trivially destructible thread_local (no guard, no wrapper call).
     struct reaper {
+        // Touching the thread_local constructs it, which registers its destructor.
         void arm() noexcept {}
         ~reaper()
         {

@@ -23,6 +23,7 @@
 // the machine's load.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -83,7 +84,7 @@ template <class L>
 struct has_low<L, std::void_t<decltype(std::declval<L &>().lock_low())>> : std::true_type {};
 
 template <class L>
-void lock_low(L &l)
+void lock_low(L &l) MPIV_TS_ACQUIRE(l)
 {
     if constexpr (has_low<L>::value) {
         l.lock_low();
@@ -93,7 +94,7 @@ void lock_low(L &l)
 }
 
 template <class L>
-void unlock_low(L &l)
+void unlock_low(L &l) MPIV_TS_RELEASE(l)
 {
     if constexpr (has_low<L>::value) {
         l.unlock_low();
@@ -117,8 +118,9 @@ void bm_lock(benchmark::State &state)
     }
     state.SetItemsProcessed(state.iterations());
     if (state.threads() > 1) {
-        state.counters["handoff"] = benchmark::Counter(
-            static_cast<double>(handoffs), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+        state.counters["handoff"] =
+            benchmark::Counter(static_cast<double>(handoffs),
+                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
     }
 }
 
@@ -173,8 +175,8 @@ void bm_regime(benchmark::State &state)
     }
     if (poller_works) {
         state.SetItemsProcessed(state.iterations() + static_cast<std::int64_t>(polls));
-        state.counters["main"] =
-            benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+        state.counters["main"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                    benchmark::Counter::kIsRate);
     } else {
         state.SetItemsProcessed(state.iterations());
         state.counters["polls"] =
@@ -182,18 +184,36 @@ void bm_regime(benchmark::State &state)
     }
 }
 
+double min_of(const std::vector<double> &v)
+{
+    return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+}
+
+double max_of(const std::vector<double> &v)
+{
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+}
+
+// With --benchmark_repetitions, report min and max next to mean, median and stddev.
+benchmark::internal::Benchmark *with_range(benchmark::internal::Benchmark *b)
+{
+    return b->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
+}
+
 template <class L>
 void register_kind(const std::string &kind)
 {
-    benchmark::RegisterBenchmark(("BM_lock_" + kind).c_str(), bm_lock<L>)
+    with_range(benchmark::RegisterBenchmark(("BM_lock_" + kind).c_str(), bm_lock<L>))
         ->ThreadRange(1, 16)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_latency_regime_" + kind).c_str(), bm_regime<L, false>)
+    with_range(benchmark::RegisterBenchmark(("BM_latency_regime_" + kind).c_str(),
+                                            bm_regime<L, false>))
         ->ArgName("threads")
         ->RangeMultiplier(2)
         ->Range(2, 16)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_throughput_regime_" + kind).c_str(), bm_regime<L, true>)
+    with_range(benchmark::RegisterBenchmark(("BM_throughput_regime_" + kind).c_str(),
+                                            bm_regime<L, true>))
         ->ArgName("threads")
         ->RangeMultiplier(2)
         ->Range(2, 16)

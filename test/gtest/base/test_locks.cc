@@ -83,6 +83,29 @@ void wait_for(F cond)
     }
 }
 
+/// try_lock() that gives the lock back at once when it succeeds, so that a failed
+/// expectation cannot leave the lock held by a thread that has exited.
+template <class L>
+bool try_lock_and_release(L &lock)
+{
+    if (!lock.try_lock()) {
+        return false;
+    }
+    lock.unlock();
+    return true;
+}
+
+/// The same for the low-priority class.
+template <class L>
+bool try_lock_low_and_release(L &lock)
+{
+    if (!lock.try_lock_low()) {
+        return false;
+    }
+    lock.unlock_low();
+    return true;
+}
+
 /// Run @p body(thread_index) on @p n threads and join them.
 template <class F>
 void run_threads(unsigned n, F body)
@@ -130,7 +153,7 @@ TYPED_TEST(lock_conformance, mutual_exclusion_under_contention)
     for (unsigned n_threads : {2U, 4U, 8U, 16U}) {
         TypeParam lock;
         cs_checker cs;
-        const std::uint64_t per_thread = test::iterations(100000) / n_threads + 1;
+        const std::uint64_t per_thread = test::iterations(50000) / n_threads + 1;
         run_threads(n_threads, [&](unsigned) {
             for (std::uint64_t i = 0; i < per_thread; ++i) {
                 lock.lock();
@@ -147,28 +170,23 @@ TYPED_TEST(lock_conformance, try_lock_mixed_with_lock)
 {
     TypeParam lock;
     cs_checker cs;
-    std::atomic<std::uint64_t> tried{0};
+    std::atomic<std::uint64_t> entries{0};
     const std::uint64_t per_thread = test::iterations(40000) / 8 + 1;
     run_threads(8, [&](unsigned t) {
         for (std::uint64_t i = 0; i < per_thread; ++i) {
             if ((i + t) % 2 == 0) {
                 lock.lock();
-            } else if (lock.try_lock()) {
-                tried.fetch_add(1, std::memory_order_relaxed);
-            } else {
+            } else if (!lock.try_lock()) {
                 continue;
             }
+            entries.fetch_add(1, std::memory_order_relaxed);
             cs.enter_and_leave();
             lock.unlock();
         }
     });
-    std::uint64_t by_lock = 0;
-    for (unsigned t = 0; t < 8; ++t) {
-        for (std::uint64_t i = 0; i < per_thread; ++i) {
-            by_lock += (i + t) % 2 == 0 ? 1 : 0;
-        }
-    }
-    EXPECT_EQ(cs.counter, by_lock + tried.load(std::memory_order_relaxed));
+    // Half the attempts use lock() and always enter.
+    EXPECT_GE(entries.load(std::memory_order_relaxed), 4 * per_thread);
+    EXPECT_EQ(cs.counter, entries.load(std::memory_order_relaxed));
     EXPECT_EQ(cs.overlaps.load(std::memory_order_relaxed), 0U);
 }
 
@@ -176,14 +194,14 @@ TYPED_TEST(lock_conformance, try_lock_fails_while_held_by_another_thread)
 {
     TypeParam lock;
     ASSERT_TRUE(lock.try_lock()); // free
-    std::thread([&] { EXPECT_FALSE(lock.try_lock()); }).join();
+    std::thread([&] { EXPECT_FALSE(try_lock_and_release(lock)); }).join();
     lock.unlock();
     std::thread([&] {
         ASSERT_TRUE(lock.try_lock());
         lock.unlock();
     }).join();
     lock.lock();
-    std::thread([&] { EXPECT_FALSE(lock.try_lock()); }).join();
+    std::thread([&] { EXPECT_FALSE(try_lock_and_release(lock)); }).join();
     lock.unlock();
     ASSERT_TRUE(lock.try_lock());
     lock.unlock();
@@ -194,7 +212,7 @@ TYPED_TEST(lock_conformance, guard_holds_for_its_scope)
     TypeParam lock;
     {
         lock_guard<TypeParam> guard(lock);
-        std::thread([&] { EXPECT_FALSE(lock.try_lock()); }).join();
+        std::thread([&] { EXPECT_FALSE(try_lock_and_release(lock)); }).join();
     }
     std::thread([&] {
         ASSERT_TRUE(lock.try_lock());
@@ -210,13 +228,13 @@ TYPED_TEST(lock_conformance, thread_holds_two_locks)
     a.lock();
     b.lock();
     std::thread([&] {
-        EXPECT_FALSE(a.try_lock());
-        EXPECT_FALSE(b.try_lock());
+        EXPECT_FALSE(try_lock_and_release(a));
+        EXPECT_FALSE(try_lock_and_release(b));
     }).join();
     a.unlock();
     std::thread([&] {
         ASSERT_TRUE(a.try_lock());
-        EXPECT_FALSE(b.try_lock());
+        EXPECT_FALSE(try_lock_and_release(b));
         a.unlock();
     }).join();
     b.unlock();
@@ -345,14 +363,13 @@ TYPED_TEST(tlp_test, try_lock_low_fails_while_high_waiter_queued)
     std::thread high([&] {
         lock_guard<TypeParam> guard(lock);
         high_in.store(true, std::memory_order_relaxed);
-        wait_for([&] { return checked.load(std::memory_order_acquire); });
+        wait_for([&] { return checked.load(std::memory_order_relaxed); });
     });
     wait_for([&] { return !lock.no_waiters(); });
-    std::thread([&] { EXPECT_FALSE(lock.try_lock_low()); }).join();
+    std::thread([&] { EXPECT_FALSE(try_lock_low_and_release(lock)); }).join();
     lock.unlock();
-    std::thread([&] { EXPECT_FALSE(lock.try_lock_low()); }).join();
-    // sync: release; pairs with acquire in the high thread's wait
-    checked.store(true, std::memory_order_release);
+    std::thread([&] { EXPECT_FALSE(try_lock_low_and_release(lock)); }).join();
+    checked.store(true, std::memory_order_relaxed);
     high.join();
     EXPECT_TRUE(high_in.load(std::memory_order_relaxed));
     ASSERT_TRUE(lock.try_lock_low());
@@ -365,8 +382,8 @@ TYPED_TEST(tlp_test, high_priority_try_lock_fails_while_low_holds)
     TypeParam lock;
     lock.lock_low();
     std::thread([&] {
-        EXPECT_FALSE(lock.try_lock());
-        EXPECT_FALSE(lock.try_lock_low());
+        EXPECT_FALSE(try_lock_and_release(lock));
+        EXPECT_FALSE(try_lock_low_and_release(lock));
     }).join();
     lock.unlock_low();
     std::thread([&] {
@@ -476,8 +493,7 @@ TEST(hmcs_lock, cohort_passing_follows_threshold)
                     return;
                 case remote:
                     lock.lock(); // fast path: the whole lock is free
-                    // sync: release; pairs with acquire in the owner's wait
-                    remote_holds.store(true, std::memory_order_release);
+                    remote_holds.store(true, std::memory_order_relaxed);
                     // Leave only once the owner queued (at its leaf, then the root).
                     wait_for([&] { return !lock.no_waiters(); });
                     lock.unlock();
@@ -505,8 +521,7 @@ TEST(hmcs_lock, cohort_passing_follows_threshold)
         }
 
         far->role_p.set_value(remote);
-        // sync: acquire; pairs with release in the remote thread
-        wait_for([&] { return remote_holds.load(std::memory_order_acquire); });
+        wait_for([&] { return remote_holds.load(std::memory_order_relaxed); });
         lock.lock(); // the root is held: slow path through leaf A
         ASSERT_TRUE(hmcs_lock_test_access::owner_queued_at_leaf(lock));
         near->role_p.set_value(neighbour);
