@@ -10,7 +10,9 @@
 # directory's grandparent), SPIN (default: spin), CC (default: cc).
 set -u
 
-: "${srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${srcdir:=$(dirname "$0")/../..}"
+# Absolute: the checks below run from a temporary directory.
+srcdir=$(cd "$srcdir" && pwd) || exit 99
 SPIN=${SPIN:-spin}
 CC=${CC:-cc}
 models="$srcdir/contrib/model"
