@@ -7,13 +7,17 @@
  *   mode=isend  rank 0: MPI_Isend, work, MPI_Wait    rank 1: MPI_Recv
  *   mode=irecv  rank 0: MPI_Irecv, work, MPI_Wait    rank 1: MPI_Send
  * (--peer-wait sleep: rank 1 starts MPI_Irecv/MPI_Isend and polls MPI_Test with 20 us sleeps,
- * leaving its core to others most of the time, as a peer on another node would.)
+ * leaving its core to others between polls; the transfer then advances only as far as rank 1's
+ * polls carry it, which shows how much of it needs the peer's progress.) Rank 1 takes its
+ * options from rank 0, so an MPMD launch may pass it different arguments or environment.
  * Rank 0 measures, per size and work time, the medians over --reps repetitions of
  *   t_comm    the operation alone (start, then wait at once)
  *   t_work    the busy loop alone
  *   t_total   start, busy loop, wait
  *   t_work_in_total  the busy loop inside t_total (longer than t_work when something else,
  *             e.g. a progress thread, took CPU time from it)
+ *   t_post_in_total  the MPI_Isend/MPI_Irecv call inside t_total (long when the library moves
+ *             the data inside the call, e.g. a receive that finds its message already there)
  * and reports overlap = (t_comm + t_work - t_total) / min(t_comm, t_work): 0 when nothing
  * overlaps (t_total = t_comm + t_work), 1 when everything does (t_total = max(t_comm,
  * t_work)); and total_over_max = t_total / max(t_comm, t_work).
@@ -133,9 +137,9 @@ static void parse(int argc, char **argv, struct options *o)
                    "  --reps     timed repetitions per point, medians reported (default 50)\n"
                    "  --warmup   untimed repetitions per point (default 5)\n"
                    "  --peer-wait  spin: rank 1 uses blocking MPI_Recv/MPI_Send (default);\n"
-                   "             sleep: MPI_Irecv/MPI_Isend, then MPI_Test with 20 us sleeps, "
-                   "which leaves\n"
-                   "             rank 1's core free most of the time (a peer on another node)\n"
+                   "             sleep: MPI_Irecv/MPI_Isend, then MPI_Test with 20 us sleeps "
+                   "(rank 1's core\n"
+                   "             is free between polls)\n"
                    "  --impl     impl= value (default $MPIV_BENCH_IMPL, else from the "
                    "library)\n");
             exit(0);
@@ -258,19 +262,26 @@ static double median(double *v, int n)
 enum phase { COMM, WORK, TOTAL };
 enum { MODE_ISEND, MODE_IRECV };
 
+/* Median times of one phase, in microseconds. */
+struct phase_times {
+    double total; /* start to end */
+    double work;  /* the busy loop */
+    double post;  /* the MPI_Isend/MPI_Irecv call */
+};
+
 /*
  * One phase of one data point: warm-up repetitions (the first checks the data), then timed
- * ones. Rank 0 returns the median times in microseconds in *t and *t_work_in (TOTAL only).
+ * ones. Rank 0 gets the medians in *t.
  */
 static void run_phase(enum phase phase, int mode, long size, long iters, unsigned char *buf,
-                      const struct options *o, double *t, double *t_work_in)
+                      const struct options *o, struct phase_times *t)
 {
-    double *samples = malloc(2 * (size_t) o->reps * sizeof *samples);
+    double *samples = malloc(3 * (size_t) o->reps * sizeof *samples);
     if (NULL == samples) {
         fprintf(stderr, "overlap: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, EXIT_MPI);
     }
-    double *inner = samples + o->reps;
+    double *inner = samples + o->reps, *post = inner + o->reps;
     int sender = MODE_ISEND == mode ? 0 : 1;
     int count = (int) size;
     for (int r = -o->warmup; r < o->reps; ++r) {
@@ -281,13 +292,14 @@ static void run_phase(enum phase phase, int mode, long size, long iters, unsigne
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         if (0 == rank) {
             MPI_Request req;
-            double t0 = MPI_Wtime(), w0 = 0.0, w1 = 0.0;
+            double t0 = MPI_Wtime(), w0 = t0, w1 = t0;
             if (WORK != phase) {
                 if (MODE_ISEND == mode) {
                     MPI_CHECK(MPI_Isend(buf, count, MPI_BYTE, 1, 0, MPI_COMM_WORLD, &req));
                 } else {
                     MPI_CHECK(MPI_Irecv(buf, count, MPI_BYTE, 1, 0, MPI_COMM_WORLD, &req));
                 }
+                w0 = w1 = MPI_Wtime();
             }
             if (COMM != phase) {
                 w0 = MPI_Wtime();
@@ -302,6 +314,7 @@ static void run_phase(enum phase phase, int mode, long size, long iters, unsigne
             if (r >= 0) {
                 samples[r] = (t1 - t0) * 1e6;
                 inner[r] = (w1 - w0) * 1e6;
+                post[r] = (WORK != phase ? w0 - t0 : 0.0) * 1e6;
             }
             if (check && MODE_IRECV == mode) {
                 int n = -1;
@@ -349,10 +362,9 @@ static void run_phase(enum phase phase, int mode, long size, long iters, unsigne
         }
     }
     if (0 == rank) {
-        *t = median(samples, o->reps);
-        if (NULL != t_work_in) {
-            *t_work_in = median(inner, o->reps);
-        }
+        t->total = median(samples, o->reps);
+        t->work = median(inner, o->reps);
+        t->post = median(post, o->reps);
     }
     free(samples);
 }
@@ -418,38 +430,39 @@ int main(int argc, char **argv)
         for (int s = 0; s < o.nsizes; ++s) {
             long bytes = o.sizes[s];
             int sender = MODE_ISEND == mode ? 0 : 1;
-            double t_comm = 0.0;
+            struct phase_times comm = {0}, work = {0}, total = {0};
             if (rank == sender) {
                 for (long i = 0; i < bytes; ++i) {
                     buf[i] = pattern(i, bytes, mode);
                 }
             }
-            run_phase(COMM, mode, bytes, 0, buf, &o, &t_comm, NULL);
+            run_phase(COMM, mode, bytes, 0, buf, &o, &comm);
             for (int w = 0; w < o.nwork; ++w) {
-                double target = o.work_us[w] < 0.0 ? t_comm : o.work_us[w];
+                double target = o.work_us[w] < 0.0 ? comm.total : o.work_us[w];
                 long iters = (long) (target * per_us);
-                double t_work = 0.0, t_total = 0.0, t_inner = 0.0;
-                char work[32];
+                char label[32];
                 if (o.work_us[w] < 0.0) {
-                    snprintf(work, sizeof work, "auto");
+                    snprintf(label, sizeof label, "auto");
                 } else {
-                    snprintf(work, sizeof work, "%g", o.work_us[w]);
+                    snprintf(label, sizeof label, "%g", o.work_us[w]);
                 }
-                run_phase(WORK, mode, bytes, iters, buf, &o, &t_work, NULL);
-                run_phase(TOTAL, mode, bytes, iters, buf, &o, &t_total, &t_inner);
+                run_phase(WORK, mode, bytes, iters, buf, &o, &work);
+                run_phase(TOTAL, mode, bytes, iters, buf, &o, &total);
                 if (0 != rank) {
                     continue;
                 }
+                double t_comm = comm.total, t_work = work.total, t_total = total.total;
                 double lo = t_comm < t_work ? t_comm : t_work;
                 double hi = t_comm < t_work ? t_work : t_comm;
-                emit(impl, bytes, "t_comm", t_comm, "us", mode, work, o.peer_sleep);
-                emit(impl, bytes, "t_work", t_work, "us", mode, work, o.peer_sleep);
-                emit(impl, bytes, "t_total", t_total, "us", mode, work, o.peer_sleep);
-                emit(impl, bytes, "t_work_in_total", t_inner, "us", mode, work, o.peer_sleep);
+                emit(impl, bytes, "t_comm", t_comm, "us", mode, label, o.peer_sleep);
+                emit(impl, bytes, "t_work", t_work, "us", mode, label, o.peer_sleep);
+                emit(impl, bytes, "t_total", t_total, "us", mode, label, o.peer_sleep);
+                emit(impl, bytes, "t_work_in_total", total.work, "us", mode, label, o.peer_sleep);
+                emit(impl, bytes, "t_post_in_total", total.post, "us", mode, label, o.peer_sleep);
                 emit(impl, bytes, "overlap", lo > 0.0 ? (t_comm + t_work - t_total) / lo : 0.0,
-                     "ratio", mode, work, o.peer_sleep);
+                     "ratio", mode, label, o.peer_sleep);
                 emit(impl, bytes, "total_over_max", hi > 0.0 ? t_total / hi : 0.0, "ratio",
-                     mode, work, o.peer_sleep);
+                     mode, label, o.peer_sleep);
                 fflush(stdout);
             }
         }

@@ -61,7 +61,7 @@ expect_overlap() {
     for mode in isend irecv; do
         for s in $sizes; do
             for w in $works; do
-                for m in t_comm t_work t_total t_work_in_total overlap total_over_max; do
+                for m in t_comm t_work t_total t_work_in_total t_post_in_total overlap total_over_max; do
                     want=$((want + 1))
                     pat="^bench=overlap impl=$impl threads=1 size=$s metric=$m "
                     pat+="value=-?[0-9]+\.[0-9]{3} unit=(us|ratio) mode=$mode work_us=$w "

@@ -52,7 +52,7 @@ struct apsm_io_args {
     } buf;
     int count;
     MPI_Datatype type;
-    bool type_owned; /* type is our duplicate of a derived type: free it once issued */
+    bool type_owned; /* type is our duplicate of a derived type: free it after the access */
 };
 
 struct apsm_op {

@@ -287,9 +287,6 @@ static bool apsm_library_matches(void)
 static int apsm_init(int *argc, char ***argv, int required, int *provided)
 {
     int actual = MPI_THREAD_SINGLE;
-    if (apsm_env_true("MPIV_APSM_DISABLE")) {
-        return PMPI_Init_thread(argc, argv, required, provided);
-    }
     if (!apsm_library_matches()) {
         return MPI_ERR_OTHER;
     }
@@ -320,11 +317,17 @@ static int apsm_init(int *argc, char ***argv, int required, int *provided)
 MPIV_API int MPI_Init(int *argc, char ***argv)
 {
     int provided = MPI_THREAD_SINGLE;
+    if (apsm_env_true("MPIV_APSM_DISABLE")) {
+        return PMPI_Init(argc, argv);
+    }
     return apsm_init(argc, argv, MPI_THREAD_SINGLE, &provided);
 }
 
 MPIV_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    if (apsm_env_true("MPIV_APSM_DISABLE")) {
+        return PMPI_Init_thread(argc, argv, required, provided);
+    }
     return apsm_init(argc, argv, required, provided);
 }
 

@@ -6,13 +6,16 @@
  * thread is doing. Only then is the request queued.
  *
  * Eager awareness: a message of at most apsm_g.eager_limit bytes is not queued, its real
- * request goes back to the application. Such a message needs no further help from the sender,
- * so the queue would only add latency. The size is count times the datatype size, checked
+ * request goes back to the application. Such a message travels eagerly: the send completes
+ * without the receiver and the receive is one short copy, so the queue would only add latency
+ * (§5.3). The size is count times the datatype size, checked
  * after the real call succeeded so that an invalid datatype is reported by that call, as
  * without APSM. Messages to or from MPI_PROC_NULL are complete at once and never queued.
  * MPI_Ibsend follows the same rule; its real request completes as soon as the data sits in the
  * attached buffer, so the progress thread completes it on its next poll (the transfer out of
  * the attached buffer is the library's internal business and APSM cannot see it).
+ *
+ * The MPICH build also intercepts MPI_Waitall, to steer around an MPICH assertion (below).
  */
 #include "apsm.h"
 

@@ -484,10 +484,12 @@ static void *apsm_progress_main(void *arg)
     (void) arg;
     a.poll = apsm_progress_setup();
     for (;;) {
+        /* Read stop before taking the stack: every op pushed before MPI_Finalize asked to stop
+         * is then taken below and completed or handed back, none is left behind.
+         * sync: acquire; pairs with the release store in apsm_progress_stop() */
+        bool stop = atomic_load_explicit(&apsm_g.stop, memory_order_acquire);
         apsm_take_incoming(&a);
         apsm_apply_cancels(&a);
-        /* sync: acquire; pairs with the release store in apsm_progress_stop() */
-        bool stop = atomic_load_explicit(&apsm_g.stop, memory_order_acquire);
         if (0 == a.n && NULL == a.backlog) {
             if (stop) {
                 break;
