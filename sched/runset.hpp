@@ -5,14 +5,13 @@
 //   of 8 level-1 words (a cache line, 512 ids): "this group may have runnable ids".
 // - set(Γ) (ThreadSignal) is a fetch_or of the level-1 bit, then of the group's level-2
 //   bit unless that is already set. Any thread may call it.
-// - drain() (the scheduler; only the owning worker calls it) takes a snapshot of each
-//   non-zero level-2 word with one exchange(0), then, for every group in the snapshot,
-//   exchanges each non-zero level-1 word with 0 and runs the ids of that local copy. A
-//   bit set during the scan lands either in the copy or in the shared word for the next
-//   pass, never lost: set() publishes level 1 before level 2, and drain() clears level 2
-//   before reading level 1, so a set level-2 bit is never cleared while its level-1 bit
-//   has not been seen.
-// - Spurious level-2 bits (group already drained) cost one scan of 8 words. Spurious
+// - drain() (the scheduler; only the owning worker calls it) reads each non-zero level-2
+//   word and, for every hinted group, exchanges each non-zero level-1 word with 0 and
+//   runs the ids of that local copy. A bit set during the scan lands either in the copy
+//   or in the shared word for the next pass, never lost.
+// - Hints are sticky: a group's hint is cleared only when a scan finds the group empty
+//   (clear_hint() then re-checks it), so under steady traffic neither set() nor drain()
+//   spends an atomic RMW on level 2. A stale hint costs one scan of 8 words. Spurious
 //   level-1 bits (a stale wake-up) are filtered by the caller.
 // - Fairness: each pass takes each word at most once, so an id set before a pass starts
 //   runs within that pass or the next; a ULT that yields re-enters the shared word after
@@ -71,7 +70,8 @@ class runset {
         }
     }
 
-    /// True if any group hint is set. seq_cst: pairs with set() for the sleep protocol.
+    /// True if any group hint is set (a hint may be stale until the next drain() clears
+    /// it, never missing). seq_cst: pairs with set() for the sleep protocol.
     bool any() const noexcept
     {
         for (std::uint32_t i = 0; i < l2_words_; ++i) {
@@ -96,19 +96,20 @@ class runset {
         std::uint32_t taken = 0;
         std::uint32_t w = (rot >> 6) % words;
         for (std::uint32_t i = 0; i < words; ++i, w = w + 1 == words ? 0 : w + 1) {
-            if (l2_[w].load(std::memory_order_relaxed) == 0) {
+            // seq_cst: ordered with set()'s level-1 OR and level-2 check (see clear_hint).
+            const std::uint64_t hints = l2_[w].load(std::memory_order_seq_cst);
+            if (hints == 0) {
                 continue;
             }
-            // seq_cst: the clear must be ordered before the level-1 exchanges below (see
-            // set(): a signaller that saw the hint set skipped setting it).
-            const std::uint64_t groups = l2_[w].exchange(0, std::memory_order_seq_cst);
-            for_each_bit(groups, rot, [&](std::uint32_t g) {
+            for_each_bit(hints, rot, [&](std::uint32_t g) {
                 const std::uint32_t group = w * 64 + g;
+                bool found = false;
                 for (std::uint32_t k = 0; k < k_words_per_group; ++k) {
                     const std::uint32_t word = group * k_words_per_group + (k + rot) % k_words_per_group;
                     if (l1_[word].load(std::memory_order_relaxed) == 0) {
                         continue;
                     }
+                    found = true;
                     // sync: seq_cst (acquire); pairs with the level-1 fetch_or in set().
                     const std::uint64_t ids = l1_[word].exchange(0, std::memory_order_seq_cst);
                     for_each_bit(ids, rot >> 3, [&](std::uint32_t b) {
@@ -116,12 +117,32 @@ class runset {
                         run(word * 64 + b);
                     });
                 }
+                if (!found) {
+                    clear_hint(w, g);
+                }
             });
         }
         return taken;
     }
 
   private:
+    /// Clear the hint of group (w, g), found empty. A signaller that saw the hint still
+    /// set skipped setting it, so look at the group once more after the clear: seq_cst on
+    /// both sides means either that signaller's level-2 check comes after the clear (and
+    /// sets the hint again) or its level-1 OR is visible to the loads below.
+    void clear_hint(std::uint32_t w, std::uint32_t g) noexcept
+    {
+        const std::uint64_t gbit = std::uint64_t{1} << g;
+        l2_[w].fetch_and(~gbit, std::memory_order_seq_cst);
+        const std::uint32_t first = (w * 64 + g) * k_words_per_group;
+        for (std::uint32_t k = 0; k < k_words_per_group; ++k) {
+            if (l1_[first + k].load(std::memory_order_seq_cst) != 0) {
+                l2_[w].fetch_or(gbit, std::memory_order_seq_cst);
+                return;
+            }
+        }
+    }
+
     /// Visit the set bits of @p bits, starting at bit (start % 64) and wrapping around.
     template <class F> static void for_each_bit(std::uint64_t bits, std::uint32_t start, F &&f)
     {

@@ -42,6 +42,18 @@ void wake(std::uintptr_t token) noexcept
 
 status sync::signal() noexcept
 {
+    if (armed_ == 1) {
+        // sync: acq_rel; as in complete(). Last access to *this.
+        const std::uintptr_t w = waiter_.exchange(k_done, std::memory_order_acq_rel);
+        if (w == k_done) {
+            base::log(base::log_level::warn, "sync: signalled more times than its count");
+            return status::oversignaled;
+        }
+        if (w != k_none) {
+            wake(w);
+        }
+        return status::ok;
+    }
     // acq_rel: the completing signaller must see every earlier signaller's writes (they
     // all become visible to the waiter through complete()).
     const std::int64_t before = count_.fetch_sub(1, std::memory_order_acq_rel);
@@ -74,6 +86,7 @@ status sync::reset(std::int64_t count) noexcept
     if (has_waiter()) {
         return status::busy;
     }
+    armed_ = count;
     count_.store(count, std::memory_order_relaxed);
     waiter_.store(k_none, std::memory_order_relaxed);
     return status::ok;

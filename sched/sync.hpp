@@ -3,7 +3,8 @@
 // Design (seed 000 Algorithm 4, plus the counter DESIGN.md asks for):
 // - count_ holds the completions still missing. signal() decrements it; the signal that
 //   reaches zero publishes DONE in waiter_ with one exchange and wakes whoever it took
-//   out: a ULT (bit set in its worker's runset) or a pthread (futex on its parker).
+//   out: a ULT (bit set in its worker's runset) or a pthread (futex on its parker). A
+//   sync armed for one completion (the common case) skips count_.
 // - waiter_ is NONE, DONE, or a waiter token registered by wait() with one CAS. So a
 //   signal may come before the wait (the wait then sees DONE and returns at once), from
 //   any thread, and a Waitall over N requests is one sync with count N that wakes once.
@@ -12,7 +13,7 @@
 //   the owner may free the sync as soon as wait() or test() says it is complete.
 // - Wake-ups may be spurious (a stale runset bit, a stale futex store): every blocking
 //   loop re-checks waiter_.
-// Memory: 16 bytes, both words written by signallers: keep it in one line; do not pack
+// Memory: 24 bytes, both words written by signallers: keep it in one line; do not pack
 // several independently signalled syncs in one line on a hot path.
 // Not for: several threads waiting on one sync (the second wait() gets busy).
 #pragma once
@@ -26,7 +27,7 @@ namespace mpiv::sched {
 
 class sync {
   public:
-    explicit sync(std::int64_t count = 1) noexcept : count_(count), waiter_(k_none) {}
+    explicit sync(std::int64_t count = 1) noexcept : armed_(count), count_(count), waiter_(k_none) {}
     sync(const sync &) = delete;
     sync &operator=(const sync &) = delete;
 
@@ -61,6 +62,10 @@ class sync {
 
     void complete() noexcept;
 
+    /// The count given to the constructor or reset(): written only while no signal is in
+    /// flight (the caller's contract), so signallers read it without synchronization.
+    /// With 1, signal() skips count_: one exchange both completes and detects a repeat.
+    std::int64_t armed_;
     std::atomic<std::int64_t> count_;
     std::atomic<std::uintptr_t> waiter_;
 };
