@@ -188,7 +188,6 @@ void worker::dispatch(std::uint32_t id)
             stacks_.put(stack);
         }
     }
-    live_.fetch_sub(1, std::memory_order_relaxed);
     if (s.detached) {
         release_id(id); // nobody joins it
         return;
@@ -264,7 +263,6 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     if (detached) {
         s.tag.store(gen << 1 | 1, std::memory_order_relaxed);
     }
-    live_.fetch_add(1, std::memory_order_relaxed);
     // sync: release; pairs with the acquire load in dispatch(): u and its context are set.
     s.state.store(slot_state::live, std::memory_order_release);
     handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
@@ -322,6 +320,16 @@ void worker::release_id(std::uint32_t id)
     s.tag.store((gen + 1) << 1, std::memory_order_relaxed);
     alloc_guard g(alloc_lock_);
     free_ids_.push_back(id);
+}
+
+std::uint32_t worker::live() const noexcept
+{
+    std::uint32_t n = 0;
+    const std::uint32_t ids = fresh_.load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; i < ids; ++i) {
+        n += slots_[i].state.load(std::memory_order_relaxed) == slot_state::live ? 1 : 0;
+    }
+    return n;
 }
 
 std::vector<std::uint32_t> worker::live_ids(std::size_t max) const

@@ -91,7 +91,9 @@ class worker {
     }
 
     std::uint32_t id() const noexcept { return id_; }
-    std::uint32_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
+    /// Live (not yet exited) ULTs: a scan of the slot table, so spawn and exit pay no
+    /// shared counter. Exact only while no ULT is spawned or exits concurrently.
+    std::uint32_t live() const noexcept;
     /// Ids of live ULTs, at most @p max (diagnostics; racy by nature).
     std::vector<std::uint32_t> live_ids(std::size_t max) const;
     /// ULTs switched to so far (owner-written; racy read for tests and statistics).
@@ -139,8 +141,7 @@ class worker {
     alignas(k_false_sharing) std::atomic<std::uint32_t> sleeping_{0};
     std::atomic<bool> stop_{false};
     std::atomic<bool> running_{false};
-    alignas(k_false_sharing) std::atomic<std::uint32_t> live_{0};
-    std::atomic<std::uint64_t> dispatches_{0};
+    alignas(k_false_sharing) std::atomic<std::uint64_t> dispatches_{0}; ///< owner-written
 
     // Allocation state, under alloc_lock_ (spawners on any thread, exits on the worker).
     alignas(k_false_sharing) std::atomic<bool> alloc_lock_{false};
