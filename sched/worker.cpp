@@ -192,7 +192,8 @@ void worker::dispatch(std::uint32_t id)
         release_id(id); // nobody joins it
         return;
     }
-    s.state.store(slot_state::exited, std::memory_order_relaxed);
+    // sync: release; pairs with the acquire load in live().
+    s.state.store(slot_state::exited, std::memory_order_release);
     (void)s.done.signal(); // the joiner may free the slot from here on: no more access
 }
 
@@ -315,7 +316,9 @@ void worker::release_id(std::uint32_t id)
 {
     slot &s = slot_at(id);
     const std::uint64_t gen = s.tag.load(std::memory_order_relaxed) >> 1;
-    s.state.store(slot_state::free, std::memory_order_relaxed);
+    // sync: release; pairs with the acquire load in live(): the ULT's work is visible to
+    // whoever sees it gone.
+    s.state.store(slot_state::free, std::memory_order_release);
     // relaxed: the alloc lock below orders this for the next spawner.
     s.tag.store((gen + 1) << 1, std::memory_order_relaxed);
     alloc_guard g(alloc_lock_);
@@ -327,7 +330,8 @@ std::uint32_t worker::live() const noexcept
     std::uint32_t n = 0;
     const std::uint32_t ids = fresh_.load(std::memory_order_acquire);
     for (std::uint32_t i = 0; i < ids; ++i) {
-        n += slots_[i].state.load(std::memory_order_relaxed) == slot_state::live ? 1 : 0;
+        // sync: acquire; pairs with the release stores of state in dispatch()/release_id().
+        n += slots_[i].state.load(std::memory_order_acquire) == slot_state::live ? 1 : 0;
     }
     return n;
 }

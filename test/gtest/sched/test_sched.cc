@@ -467,7 +467,8 @@ TEST_F(sched_test, detached_ults_are_reclaimed_and_not_joinable)
             EXPECT_EQ(rt_->join(h, nullptr), status::already_joined);
         }
     }
-    while (ran.load() < 1000) {
+    // Counting the bodies is not enough: wait until every detached ULT has exited.
+    while (ran.load() < 1000 || rt_->at(0).live() != 0) {
         std::this_thread::yield();
     }
 }
