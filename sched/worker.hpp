@@ -10,7 +10,7 @@
 //   claims a ULT with one CAS on the exact (generation, unclaimed) value, so a stale or
 //   doubled join fails cleanly even if Γ was reused meanwhile.
 // - Spawn may be called from any thread: it takes an id and a cached stack under the
-//   worker's small alloc lock, builds the context, publishes the slot (state_ = live,
+//   worker's small alloc lock, builds the context, publishes the slot (state = live,
 //   release) and sets the id in the runset.
 // - The scheduler loop (only on the worker's thread) drains the runset and switches to
 //   each id whose slot is live; stale ids are skipped. A ULT returns control with a
