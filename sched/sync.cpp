@@ -43,39 +43,36 @@ void wake(std::uintptr_t token) noexcept
 status sync::signal() noexcept
 {
     if (armed_ == 1) {
-        // sync: acq_rel; as in complete(). Last access to *this.
-        const std::uintptr_t w = waiter_.exchange(k_done, std::memory_order_acq_rel);
-        if (w == k_done) {
-            base::log(base::log_level::warn, "sync: signalled more times than its count");
-            return status::oversignaled;
-        }
-        if (w != k_none) {
-            wake(w);
-        }
-        return status::ok;
+        return complete(); // one exchange completes and detects a repeated signal
     }
     // acq_rel: the completing signaller must see every earlier signaller's writes (they
     // all become visible to the waiter through complete()).
     const std::int64_t before = count_.fetch_sub(1, std::memory_order_acq_rel);
     if (before <= 0) {
         count_.fetch_add(1, std::memory_order_relaxed);
-        base::log(base::log_level::warn, "sync: signalled more times than its count");
-        return status::oversignaled;
+        return oversignaled();
     }
-    if (before == 1) {
-        complete();
-    }
-    return status::ok;
+    return before == 1 ? complete() : status::ok;
 }
 
-void sync::complete() noexcept
+status sync::oversignaled() noexcept
+{
+    base::log(base::log_level::warn, "sync: signalled more times than its count");
+    return status::oversignaled;
+}
+
+status sync::complete() noexcept
 {
     // sync: acq_rel; release pairs with the acquire loads of waiter_ in wait()/test();
     // acquire pairs with the CAS that registered the waiter. Last access to *this.
     const std::uintptr_t w = waiter_.exchange(k_done, std::memory_order_acq_rel);
+    if (w == k_done) {
+        return oversignaled();
+    }
     if (w != k_none) {
         wake(w);
     }
+    return status::ok;
 }
 
 status sync::reset(std::int64_t count) noexcept

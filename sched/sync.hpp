@@ -60,7 +60,9 @@ class sync {
     static constexpr std::uintptr_t k_none = 0;
     static constexpr std::uintptr_t k_done = 2; // never a valid token (tokens end in 1 or 00)
 
-    void complete() noexcept;
+    /// Publish DONE and wake the waiter; oversignaled if DONE was already published.
+    [[nodiscard]] status complete() noexcept;
+    [[nodiscard]] static status oversignaled() noexcept;
 
     /// The count given to the constructor or reset(): written only while no signal is in
     /// flight (the caller's contract), so signallers read it without synchronization.
