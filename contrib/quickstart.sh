@@ -50,7 +50,7 @@ mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$src/configure" -nt config.status ]; then
   say "configuring in $build (prefix $prefix)"
-  "$src/configure" -q --prefix="$prefix"
+  "$src/configure" -q --prefix="$prefix" --with-ompi-component-dir="$HOME/.openmpi/components"
 fi
 say "building"
 make -s -j"$jobs"

@@ -1,3 +1,4 @@
 mpivinclude_HEADERS += \
 	%reldir%/mpiv/mpiv.h \
+	%reldir%/mpiv/mpiv_p2p.h \
 	%reldir%/mpiv/mpiv_status.h

@@ -11,5 +11,6 @@ include test/gtest/base/local.mk
 include test/gtest/sched/local.mk
 include test/gtest/matching/local.mk
 include test/gtest/pool/local.mk
+include test/gtest/endpoints/local.mk
 include test/gtest/capi/local.mk
 endif

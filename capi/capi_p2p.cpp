@@ -1,0 +1,206 @@
+// extern "C" entry points of <mpiv/mpiv_p2p.h>: argument checks and the mapping between
+// the opaque C handles and the engine's objects (endpoints/engine.hpp).
+#include <mpiv/mpiv_p2p.h>
+
+#include <memory>
+#include <new>
+
+#include "base/log.hpp"
+#include "endpoints/engine.hpp"
+
+namespace {
+
+using mpiv::status;
+using mpiv::to_c;
+namespace ep = mpiv::ep;
+
+static_assert(sizeof(ep::send_op) <= sizeof(mpiv_p2p_op_t), "a send fits in mpiv_p2p_op_t");
+static_assert(sizeof(ep::recv_op) <= sizeof(mpiv_p2p_op_t), "a receive fits in mpiv_p2p_op_t");
+static_assert(alignof(ep::send_op) <= alignof(mpiv_p2p_op_t) &&
+                  alignof(ep::recv_op) <= alignof(mpiv_p2p_op_t),
+              "mpiv_p2p_op_t is aligned enough for both operations");
+
+ep::engine *eng(mpiv_p2p_t *e) { return reinterpret_cast<ep::engine *>(e); }
+ep::comm_state *cm(mpiv_p2p_comm_t *c) { return reinterpret_cast<ep::comm_state *>(c); }
+
+mpiv_status_t null_arg(const char *fn, const char *name)
+{
+    mpiv::base::log(mpiv::base::log_level::error, "%s: argument %s is NULL", fn, name);
+    return MPIV_ERR_INVALID_ARG;
+}
+
+} // namespace
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params)
+{
+    if (params == nullptr) {
+        return null_arg(__func__, "params");
+    }
+    params->self = 0;
+    params->num_peers = 1;
+    params->endpoints = 4;
+    params->queue_slots = 1024;
+    params->eager_limit = 4096;
+    params->packet_count = 512;
+    params->progress = MPIV_P2P_PROGRESS_INLINE;
+    params->server_cpu = -1;
+    params->complete = nullptr;
+    return MPIV_OK;
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_create(const mpiv_p2p_params_t *params,
+                                                  mpiv_p2p_t **engine_p)
+{
+    if (params == nullptr || engine_p == nullptr) {
+        return null_arg(__func__, params == nullptr ? "params" : "engine_p");
+    }
+    std::unique_ptr<ep::engine> e;
+    const status s = ep::engine::create(*params, e);
+    if (s == status::ok) {
+        *engine_p = reinterpret_cast<mpiv_p2p_t *>(e.release());
+    }
+    return to_c(s);
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_destroy(mpiv_p2p_t *engine)
+{
+    delete eng(engine);
+    return MPIV_OK;
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_address(mpiv_p2p_t *engine, const void **addr_p,
+                                                   size_t *len_p)
+{
+    if (engine == nullptr || addr_p == nullptr || len_p == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "addr_p/len_p");
+    }
+    eng(engine)->address(*addr_p, *len_p);
+    return MPIV_OK;
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer,
+                                                   const void *addr, size_t len)
+{
+    if (engine == nullptr) {
+        return null_arg(__func__, "engine");
+    }
+    return to_c(eng(engine)->connect(peer, addr, len));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid,
+                                                       int32_t size, unsigned assertions,
+                                                       mpiv_p2p_comm_t **comm_p)
+{
+    if (engine == nullptr || comm_p == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "comm_p");
+    }
+    ep::comm_state *c = nullptr;
+    const status s = eng(engine)->comm_create(cid, size, assertions, c);
+    if (s == status::ok) {
+        *comm_p = reinterpret_cast<mpiv_p2p_comm_t *>(c);
+    }
+    return to_c(s);
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm)
+{
+    if (engine == nullptr || comm == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "comm");
+    }
+    return to_c(eng(engine)->comm_destroy(cm(comm)));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                 uint32_t peer, int32_t self_rank, int32_t dest,
+                                                 int32_t tag, const void *buf, size_t bytes,
+                                                 unsigned flags, void *user, mpiv_p2p_op_t *op,
+                                                 mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || op == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/op/status_p");
+    }
+    auto *s = new (op->bytes) ep::send_op;
+    return to_c(eng(engine)->isend(*cm(comm), peer, self_rank, dest, tag, buf, bytes, flags, user,
+                                   *s, *status_p));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                 int32_t source, int32_t tag, void *buf,
+                                                 size_t bytes, void *user, mpiv_p2p_op_t *op,
+                                                 mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || op == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/op/status_p");
+    }
+    auto *r = new (op->bytes) ep::recv_op;
+    return to_c(eng(engine)->irecv(*cm(comm), source, tag, buf, bytes, user, *r, *status_p));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_cancel(mpiv_p2p_t *engine, mpiv_p2p_op_t *op)
+{
+    if (engine == nullptr || op == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "op");
+    }
+    auto *r = reinterpret_cast<ep::recv_op *>(op->bytes);
+    if (r->type != ep::op_type::recv) {
+        return MPIV_ERR_INVALID_ARG;
+    }
+    return to_c(eng(engine)->cancel(*r));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_iprobe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                  int32_t source, int32_t tag,
+                                                  mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/status_p");
+    }
+    return to_c(eng(engine)->iprobe(*cm(comm), source, tag, *status_p));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                   int32_t source, int32_t tag,
+                                                   mpiv_p2p_msg_t **msg_p,
+                                                   mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || msg_p == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/msg_p/status_p");
+    }
+    ep::inmsg *m = nullptr;
+    const status s = eng(engine)->improbe(*cm(comm), source, tag, m, *status_p);
+    if (s == status::ok) {
+        *msg_p = reinterpret_cast<mpiv_p2p_msg_t *>(m);
+    }
+    return to_c(s);
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
+                                                 void *buf, size_t bytes,
+                                                 mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || msg == nullptr || status_p == nullptr || (buf == nullptr && bytes != 0)) {
+        return null_arg(__func__, "engine/msg/buf/status_p");
+    }
+    eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), buf, bytes, *status_p);
+    return MPIV_OK;
+}
+
+extern "C" MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine)
+{
+    return engine == nullptr ? 0 : eng(engine)->progress();
+}
+
+extern "C" MPIV_API mpiv_p2p_waiter_t *mpiv_p2p_wait_begin(mpiv_p2p_t *engine, int32_t count)
+{
+    return reinterpret_cast<mpiv_p2p_waiter_t *>(eng(engine)->wait_begin(count < 1 ? 1 : count));
+}
+
+extern "C" MPIV_API void mpiv_p2p_wake(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter)
+{
+    eng(engine)->wake(reinterpret_cast<ep::waiter *>(waiter));
+}
+
+extern "C" MPIV_API void mpiv_p2p_wait_end(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter)
+{
+    eng(engine)->wait_end(reinterpret_cast<ep::waiter *>(waiter));
+}

@@ -1,0 +1,1000 @@
+// engine: see engine.hpp for the design.
+#include "endpoints/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include <hwloc.h>
+#include <unistd.h>
+
+#include "base/backoff.hpp"
+#include "base/futex.hpp"
+#include "base/log.hpp"
+#include "sched/runtime.hpp"
+#include "sched/worker.hpp"
+#include "endpoints/shm/cma.hpp"
+
+namespace mpiv::ep {
+
+namespace {
+
+constexpr std::uint64_t k_segment_magic = 0x6d70697673656701ull; // "mpivseg" + version 1
+constexpr std::uint32_t k_address_version = 1;
+constexpr std::size_t k_page = 4096;
+constexpr int k_drain_batch = 64;
+constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
+constexpr std::uint32_t k_max_endpoints = 256;
+constexpr std::uint32_t k_max_eager = 1U << 20;
+constexpr std::uint32_t k_max_packets = 1U << 20;
+
+// The first page of a segment: what a peer needs to find the queues and the region.
+struct segment_header {
+    std::atomic<std::uint64_t> magic; // stored last (release) by the owner
+    std::uint32_t pid;
+    std::uint32_t endpoints;
+    std::uint32_t queue_slots;
+    std::uint32_t packet_size;
+    std::uint64_t queue_offset;
+    std::uint64_t queue_stride;
+    std::uint64_t region_offset;
+    std::uint64_t region_bytes;
+    // The owner's progress-owner thread sleeps on the doorbell (a shared futex) when
+    // idle; `sleeping` tells senders to ring it after they push.
+    alignas(64) std::atomic<std::uint32_t> doorbell;
+    std::atomic<std::uint32_t> sleeping;
+};
+static_assert(sizeof(segment_header) <= k_page, "the header fits in the first page");
+
+constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
+
+// Endpoint of the calling thread, assigned round robin on first use (shared by every
+// engine of the process: tests may create several).
+thread_local std::uint32_t tl_endpoint = UINT32_MAX;
+
+} // namespace
+
+engine::engine(const mpiv_p2p_params_t &params) noexcept : params_(params) {}
+
+status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &engine_p) noexcept
+{
+    const auto bad = [](const char *field, unsigned long value) {
+        base::log(base::log_level::error, "mpiv_p2p_create: parameter %s = %lu is out of range",
+                  field, value);
+        return status::param;
+    };
+    if (params.complete == nullptr) {
+        base::log(base::log_level::error, "mpiv_p2p_create: parameter complete is NULL");
+        return status::invalid_arg;
+    }
+    if (params.num_peers == 0 || params.self >= params.num_peers) {
+        return bad("self", params.self);
+    }
+    if (params.endpoints == 0 || params.endpoints > k_max_endpoints) {
+        return bad("endpoints", params.endpoints);
+    }
+    if (shm::mpsc_queue<>::bytes_for(params.queue_slots) == 0) {
+        return bad("queue_slots", params.queue_slots);
+    }
+    if (params.eager_limit > k_max_eager) {
+        return bad("eager_limit", params.eager_limit);
+    }
+    if (params.packet_count == 0 || params.packet_count > k_max_packets) {
+        return bad("packet_count", params.packet_count);
+    }
+    if (params.progress != MPIV_P2P_PROGRESS_INLINE && params.progress != MPIV_P2P_PROGRESS_SERVER) {
+        return bad("progress", static_cast<unsigned long>(params.progress));
+    }
+    if (!shm::cma_available()) {
+        base::log(base::log_level::error,
+                  "mpiv_p2p_create: process_vm_readv (CMA) is not available");
+        return status::system;
+    }
+    std::unique_ptr<engine> e(new (std::nothrow) engine(params));
+    if (e == nullptr) {
+        return status::nomem;
+    }
+    const status s = e->init();
+    if (s == status::ok) {
+        engine_p = std::move(e);
+    }
+    return s;
+}
+
+status engine::init() noexcept
+{
+    try {
+        const std::uint32_t packet_size = static_cast<std::uint32_t>(
+            round_up(std::max<std::uint32_t>(params_.eager_limit, 1), k_cacheline));
+        pool::pool_params pp;
+        pp.packet_size = packet_size;
+        pp.packet_count = params_.packet_count;
+        pp.workers = params_.endpoints;
+        pp.private_capacity = std::max<std::uint32_t>(1, std::min<std::uint32_t>(
+                                                             64, params_.packet_count / params_.endpoints));
+        pp.private_initial = std::min(pp.private_capacity, params_.packet_count / (2 * params_.endpoints));
+        const std::size_t region_bytes = pool::packet_pool<>::region_bytes(pp);
+        const std::size_t queue_stride = round_up(shm::mpsc_queue<>::bytes_for(params_.queue_slots), k_page);
+        const std::size_t queue_offset = k_page;
+        const std::size_t region_offset = queue_offset + queue_stride * params_.endpoints;
+        const std::size_t total = region_offset + round_up(region_bytes, k_page);
+        if (region_bytes == 0) {
+            base::log(base::log_level::error, "mpiv_p2p_create: no valid pool geometry");
+            return status::param;
+        }
+        status s = shm::segment::create(total, seg_);
+        if (s != status::ok) {
+            return s;
+        }
+        auto *base = static_cast<std::byte *>(seg_.base());
+        inbound_ = std::vector<shm::mpsc_queue<>>(params_.endpoints);
+        for (std::uint32_t i = 0; i < params_.endpoints; ++i) {
+            s = inbound_[i].format(base + queue_offset + i * queue_stride, queue_stride,
+                                   params_.queue_slots);
+            if (s != status::ok) {
+                return s;
+            }
+        }
+        s = pool_.init(pp, base + region_offset, round_up(region_bytes, k_page));
+        if (s != status::ok) {
+            return s;
+        }
+        auto *h = new (base) segment_header;
+        h->pid = static_cast<std::uint32_t>(getpid());
+        h->endpoints = params_.endpoints;
+        h->queue_slots = params_.queue_slots;
+        h->packet_size = packet_size;
+        h->queue_offset = queue_offset;
+        h->queue_stride = queue_stride;
+        h->region_offset = region_offset;
+        h->region_bytes = round_up(region_bytes, k_page);
+        h->doorbell.store(0, std::memory_order_relaxed);
+        h->sleeping.store(0, std::memory_order_relaxed);
+        doorbell_ = &h->doorbell;
+        sleeping_ = &h->sleeping;
+        // Release: a peer that reads the magic with acquire sees the formatted segment.
+        h->magic.store(k_segment_magic, std::memory_order_release);
+
+        addr_.version = k_address_version;
+        addr_.pid = h->pid;
+        addr_.fd = seg_.fd();
+        addr_.self = params_.self;
+        addr_.bytes = total;
+
+        peers_.reset(new peer_state[params_.num_peers]);
+        s = match::table::create(k_table_buckets, table_);
+        if (s != status::ok) {
+            return s;
+        }
+        poller_on_.reset(new std::atomic<bool>[sched::runtime::k_max_workers]);
+        for (unsigned i = 0; i < sched::runtime::k_max_workers; ++i) {
+            poller_on_[i].store(false, std::memory_order_relaxed);
+        }
+        comms_.reset(new std::atomic<comm_state *>[std::size_t{1} << 16]);
+        for (std::size_t i = 0; i < (std::size_t{1} << 16); ++i) {
+            comms_[i].store(nullptr, std::memory_order_relaxed);
+        }
+        if (params_.progress == MPIV_P2P_PROGRESS_SERVER) {
+            server_ = std::thread([this] { server_loop(); });
+        }
+    } catch (const std::bad_alloc &) {
+        return status::nomem;
+    } catch (const std::system_error &e) {
+        base::log(base::log_level::error, "mpiv_p2p_create: cannot start the server thread: %s",
+                  e.what());
+        return status::system;
+    }
+    return status::ok;
+}
+
+engine::~engine()
+{
+    // Relaxed: join() orders the server's last accesses before the teardown below.
+    stop_.store(true, std::memory_order_relaxed);
+    if (server_.joinable()) {
+        server_.join();
+    }
+    // Acquire: pairs with each poller's release decrement; they end once no ULT waits.
+    while (pollers_live_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+    }
+    if (runtime_ref_) {
+        (void)sched::runtime::finalize();
+    }
+    for (inmsg *m = pending_; m != nullptr;) {
+        inmsg *next = m->next_pending;
+        delete m;
+        m = next;
+    }
+    if (comms_ != nullptr) {
+        for (std::size_t i = 0; i < (std::size_t{1} << 16); ++i) {
+            delete comms_[i].load(std::memory_order_relaxed);
+        }
+    }
+}
+
+void engine::server_loop() noexcept
+{
+    if (params_.server_cpu >= 0) {
+        hwloc_topology_t topo;
+        if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+            hwloc_bitmap_t set = hwloc_bitmap_alloc();
+            hwloc_bitmap_only(set, static_cast<unsigned>(params_.server_cpu));
+            if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD) != 0) {
+                base::log(base::log_level::warn, "mpiv: cannot pin the server thread to PU %d",
+                          params_.server_cpu);
+            }
+            hwloc_bitmap_free(set);
+            hwloc_topology_destroy(topo);
+        }
+    }
+    unsigned idle = 0;
+    // Relaxed: stop_ only ends the loop; join() in the destructor provides the ordering.
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (progress() > 0) {
+            idle = 0;
+        } else if (++idle > 64) {
+            std::this_thread::yield();
+        }
+    }
+}
+
+std::uint32_t engine::my_endpoint() noexcept
+{
+    if (tl_endpoint == UINT32_MAX) {
+        // Relaxed: only spreads threads over endpoints.
+        tl_endpoint = next_endpoint_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return tl_endpoint % params_.endpoints;
+}
+
+status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept
+{
+    if (peer >= params_.num_peers || addr == nullptr || len != sizeof(address_t)) {
+        base::log(base::log_level::error, "mpiv_p2p_connect: bad peer %u or address length %zu",
+                  peer, len);
+        return status::invalid_arg;
+    }
+    address_t a;
+    std::memcpy(&a, addr, sizeof a);
+    if (a.version != k_address_version || a.self != peer) {
+        base::log(base::log_level::error,
+                  "mpiv_p2p_connect: address of peer %u is malformed (version %u, self %u)", peer,
+                  a.version, a.self);
+        return status::invalid_arg;
+    }
+    std::lock_guard<std::mutex> guard(peers_mu_);
+    peer_state &p = peers_[peer];
+    if (p.connected) {
+        return status::ok;
+    }
+    status s = shm::segment::attach(static_cast<int>(a.pid), a.fd, a.bytes, p.seg);
+    if (s != status::ok) {
+        return s;
+    }
+    auto *base = static_cast<std::byte *>(p.seg.base());
+    auto *h = reinterpret_cast<segment_header *>(base);
+    // Acquire: pairs with the owner's release store of the magic in init().
+    if (h->magic.load(std::memory_order_acquire) != k_segment_magic ||
+        h->region_offset + h->region_bytes > a.bytes || h->endpoints == 0) {
+        base::log(base::log_level::error, "mpiv_p2p_connect: segment of peer %u is not an mpiv segment", peer);
+        return status::invalid_arg;
+    }
+    try {
+        p.queues = std::vector<shm::mpsc_queue<>>(h->endpoints);
+    } catch (const std::bad_alloc &) {
+        return status::nomem;
+    }
+    for (std::uint32_t i = 0; i < h->endpoints; ++i) {
+        s = p.queues[i].attach(base + h->queue_offset + i * h->queue_stride, h->queue_stride);
+        if (s != status::ok) {
+            return s;
+        }
+    }
+    s = p.region.attach(base + h->region_offset, h->region_bytes);
+    if (s != status::ok) {
+        return s;
+    }
+    p.pid = static_cast<int>(a.pid);
+    p.doorbell = &h->doorbell;
+    p.sleeping = &h->sleeping;
+    p.connected = true;
+    return status::ok;
+}
+
+status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
+                           comm_state *&comm_p) noexcept
+{
+    unsigned flags = 0;
+    if ((assertions & ~7U) != 0) {
+        return status::invalid_arg;
+    }
+    flags |= (assertions & MPIV_P2P_ASSERT_NO_ANY_SOURCE) ? match::k_assert_no_any_source : 0;
+    flags |= (assertions & MPIV_P2P_ASSERT_NO_ANY_TAG) ? match::k_assert_no_any_tag : 0;
+    flags |= (assertions & MPIV_P2P_ASSERT_ALLOW_OVERTAKING) ? match::k_assert_allow_overtaking : 0;
+    std::unique_ptr<comm_state> c(new (std::nothrow) comm_state);
+    if (c == nullptr) {
+        return status::nomem;
+    }
+    c->cid = cid;
+    match::comm_params cp;
+    cp.cid = cid;
+    cp.size = size;
+    cp.assertions = flags;
+    status s = match::comm::create(*table_, cp, c->match);
+    if (s != status::ok) {
+        return s;
+    }
+    inmsg *mine = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(pending_mu_);
+        if (comms_[cid].load(std::memory_order_relaxed) != nullptr) {
+            base::log(base::log_level::error, "mpiv_p2p_comm_create: context id %u is in use", cid);
+            return status::invalid_arg;
+        }
+        // Take this context id's early arrivals, keeping their arrival order.
+        inmsg **tail = &mine;
+        for (inmsg **pp = &pending_; *pp != nullptr;) {
+            inmsg *m = *pp;
+            if (m->w.cid == cid) {
+                *pp = m->next_pending;
+                m->next_pending = nullptr;
+                *tail = m;
+                tail = &m->next_pending;
+            } else {
+                pp = &m->next_pending;
+            }
+        }
+        // Release: an arrival that loads the pointer with acquire sees the built state.
+        comms_[cid].store(c.get(), std::memory_order_release);
+    }
+    comm_state *raw = c.release();
+    // Early arrivals are matched only now; a new arrival of the same sender may overtake
+    // them into arrive(), and the sequence numbers put it back in order.
+    while (mine != nullptr) {
+        inmsg *next = mine->next_pending;
+        arrive(*raw, *mine);
+        mine = next;
+    }
+    comm_p = raw;
+    return status::ok;
+}
+
+status engine::comm_destroy(comm_state *comm) noexcept
+{
+    std::lock_guard<std::mutex> guard(pending_mu_);
+    if (comms_[comm->cid].load(std::memory_order_relaxed) != comm) {
+        return status::invalid_handle;
+    }
+    comms_[comm->cid].store(nullptr, std::memory_order_relaxed);
+    try {
+        graveyard_.emplace_back(comm);
+    } catch (const std::bad_alloc &) {
+        // Leak it rather than free state a progress thread may still read.
+    }
+    return status::ok;
+}
+
+bool engine::push(std::uint32_t peer, const wire &w) noexcept
+{
+    peer_state &p = peers_[peer];
+    const std::size_t n = p.queues.size();
+    const std::size_t first = my_endpoint() % n;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (p.queues[(first + i) % n].try_push(&w, sizeof w) == status::ok) {
+            ring(p.doorbell, p.sleeping);
+            return true;
+        }
+    }
+    return false;
+}
+
+void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept
+{
+    // Dekker with the sleeper in owner_loop(): our push (or completion) and this load on
+    // one side, its increment of `sleeping` and its emptiness check on the other, each
+    // separated by a seq_cst fence: one of us sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleeping->load(std::memory_order_relaxed) != 0) {
+        doorbell->fetch_add(1, std::memory_order_relaxed);
+        base::futex_wake_shared(*doorbell, 1);
+    }
+}
+
+bool engine::try_send(send_op &op) noexcept
+{
+    if (op.w.kind == wire_kind::eager_packet) {
+        void *packet = nullptr;
+        const std::uint32_t ep = my_endpoint();
+        if (pool_.get(ep, packet) != status::ok) {
+            return false;
+        }
+        std::memcpy(packet, op.buf, op.w.size);
+        std::uint64_t offset = 0;
+        (void)pool_.region().offset_of(packet, offset);
+        op.w.u.ref.where = offset;
+        if (!push(op.peer, op.w)) {
+            (void)pool_.put(ep, packet);
+            return false;
+        }
+        return true;
+    }
+    return push(op.peer, op.w);
+}
+
+void engine::post_outbound(send_op *op, std::uint32_t peer, const wire *control) noexcept
+{
+    std::lock_guard<std::mutex> guard(outbound_mu_);
+    outbound item{op, peer, {}};
+    if (control != nullptr) {
+        item.control = *control;
+    }
+    try {
+        outbound_.push_back(item);
+    } catch (const std::bad_alloc &) {
+        base::log(base::log_level::error, "mpiv: out of memory queueing a send; aborting");
+        std::abort();
+    }
+    // Relaxed: a hint for progress(); the mutex orders the list itself.
+    outbound_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
+                          std::uint64_t bytes) noexcept
+{
+    wire w{};
+    w.kind = kind;
+    w.from = params_.self;
+    w.size = bytes;
+    w.u.ref.token = token;
+    if (!push(peer, w)) {
+        post_outbound(nullptr, peer, &w);
+    }
+}
+
+int engine::drain_outbound() noexcept
+{
+    std::vector<send_op *> done;
+    int events = 0;
+    {
+        std::unique_lock<std::mutex> lock(outbound_mu_, std::try_to_lock);
+        if (!lock.owns_lock()) {
+            return 0;
+        }
+        for (auto it = outbound_.begin(); it != outbound_.end();) {
+            // Read before sending: a send that waits for ACK/FIN may complete (and its
+            // storage be reused) as soon as it is pushed.
+            const bool local_completion = it->op != nullptr && !it->op->queued_ack;
+            const bool sent = it->op != nullptr ? try_send(*it->op) : push(it->peer, it->control);
+            if (!sent) {
+                // The pool or the queues are full: later items would fail the same way.
+                break;
+            }
+            if (local_completion) {
+                done.push_back(it->op);
+            }
+            it = outbound_.erase(it);
+            outbound_count_.fetch_sub(1, std::memory_order_relaxed);
+            ++events;
+        }
+    }
+    for (send_op *op : done) {
+        mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
+        params_.complete(op->user, &st);
+    }
+    return events;
+}
+
+status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                     std::int32_t dest, std::int32_t tag, const void *buf, std::size_t bytes,
+                     unsigned flags, void *user, send_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    if (peer >= params_.num_peers || !peers_[peer].connected || (flags & ~MPIV_P2P_SEND_SYNC) != 0 ||
+        (buf == nullptr && bytes != 0)) {
+        return status::invalid_arg;
+    }
+    std::uint32_t seq = 0;
+    status s = comm.match->next_send_seq(dest, seq);
+    if (s != status::ok) {
+        return s;
+    }
+    const bool sync = (flags & MPIV_P2P_SEND_SYNC) != 0;
+    op.type = op_type::send;
+    op.peer = peer;
+    op.dest = dest;
+    op.user = user;
+    op.buf = buf;
+    wire &w = op.w;
+    w = wire{};
+    w.flags = sync ? k_wire_sync : 0;
+    w.cid = comm.cid;
+    w.from = params_.self;
+    w.source = self_rank;
+    w.tag = tag;
+    w.seq = seq;
+    w.size = bytes;
+    if (!sync && bytes <= k_inline_max) {
+        w.kind = wire_kind::eager_inline;
+        w.inline_bytes = static_cast<std::uint32_t>(bytes);
+        if (bytes != 0) {
+            std::memcpy(w.u.data, buf, bytes);
+        }
+    } else if (bytes <= params_.eager_limit) {
+        w.kind = wire_kind::eager_packet;
+        w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
+    } else {
+        w.kind = wire_kind::rts;
+        w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);
+        w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
+    }
+    op.queued_ack = sync || w.kind == wire_kind::rts;
+    const bool waits = op.queued_ack;
+    // After a successful push of a message that waits for ACK/FIN, op may complete on
+    // another thread at any time: read nothing from it afterwards.
+    if (!try_send(op)) {
+        post_outbound(&op, op.peer, nullptr);
+        return status::inprogress;
+    }
+    if (waits) {
+        return status::inprogress;
+    }
+    st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
+    return status::ok;
+}
+
+void engine::deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_t &st) noexcept
+{
+    const wire &w = m.w;
+    const std::size_t n = std::min<std::size_t>(w.size, capacity);
+    int error = w.size > capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
+    switch (w.kind) {
+    case wire_kind::eager_inline:
+        if (n != 0) {
+            std::memcpy(buf, w.u.data, n);
+        }
+        break;
+    case wire_kind::eager_packet:
+        if (n != 0) {
+            std::memcpy(buf, m.packet, n);
+        }
+        if (peers_[w.from].region.put(const_cast<void *>(m.packet)) != status::ok) {
+            base::log(base::log_level::error, "mpiv: cannot return a packet to peer %u", w.from);
+        }
+        if ((w.flags & k_wire_sync) != 0) {
+            send_control(w.from, wire_kind::ack, w.u.ref.token, n);
+        }
+        break;
+    case wire_kind::rts:
+        if (n != 0) {
+            if (w.from == params_.self) {
+                std::memcpy(buf, reinterpret_cast<const void *>(w.u.ref.where), n);
+            } else if (shm::cma_read(peers_[w.from].pid, buf, w.u.ref.where, n) != status::ok) {
+                error = MPIV_ERR_SYSTEM;
+            }
+        }
+        send_control(w.from, wire_kind::fin, w.u.ref.token, n);
+        break;
+    default:
+        error = MPIV_ERR_INTERNAL;
+        break;
+    }
+    st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size), error};
+    delete &m;
+}
+
+void engine::complete_recv(recv_op &op, inmsg &m) noexcept
+{
+    mpiv_p2p_status_t st;
+    deliver(m, op.buf, op.capacity, st);
+    params_.complete(op.user, &st);
+}
+
+void engine::arrive(comm_state &comm, inmsg &m) noexcept
+{
+    match::envelope env;
+    env.source = m.w.source;
+    env.tag = m.w.tag;
+    env.seq = m.w.seq;
+    env.size = m.w.size;
+    match::match_list matched;
+    const status s = comm.match->arrive(m, env, matched);
+    if (s != status::ok) {
+        base::log(base::log_level::error,
+                  "mpiv: dropping a message with a bad envelope (cid %u source %d tag %d): %s",
+                  m.w.cid, m.w.source, m.w.tag, mpiv_status_string(to_c(s)));
+        delete &m;
+        return;
+    }
+    while (match::msg_node *mn = matched.pop()) {
+        auto &im = static_cast<inmsg &>(*mn);
+        complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
+    }
+}
+
+void engine::handle(const wire &w) noexcept
+{
+    switch (w.kind) {
+    case wire_kind::ack:
+    case wire_kind::fin: {
+        auto *op = reinterpret_cast<send_op *>(static_cast<std::uintptr_t>(w.u.ref.token));
+        mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
+        params_.complete(op->user, &st);
+        return;
+    }
+    case wire_kind::eager_inline:
+    case wire_kind::eager_packet:
+    case wire_kind::rts:
+        break;
+    default:
+        base::log(base::log_level::error, "mpiv: unknown wire kind %u dropped",
+                  static_cast<unsigned>(w.kind));
+        return;
+    }
+    auto *m = new (std::nothrow) inmsg;
+    if (m == nullptr) {
+        base::log(base::log_level::error, "mpiv: out of memory receiving a message; aborting");
+        std::abort();
+    }
+    m->w = w;
+    m->packet = nullptr;
+    m->next_pending = nullptr;
+    if (w.kind == wire_kind::eager_packet) {
+        void *p = nullptr;
+        if (w.from >= params_.num_peers || peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
+            base::log(base::log_level::error, "mpiv: bad packet offset from peer %u dropped", w.from);
+            delete m;
+            return;
+        }
+        m->packet = p;
+    }
+    // Acquire: pairs with the release store in comm_create().
+    comm_state *c = comms_[w.cid].load(std::memory_order_acquire);
+    if (c == nullptr) {
+        std::lock_guard<std::mutex> guard(pending_mu_);
+        c = comms_[w.cid].load(std::memory_order_relaxed);
+        if (c == nullptr) {
+            inmsg **tail = &pending_;
+            while (*tail != nullptr) {
+                tail = &(*tail)->next_pending;
+            }
+            *tail = m;
+            return;
+        }
+    }
+    arrive(*c, *m);
+}
+
+status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag, void *buf,
+                     std::size_t bytes, void *user, recv_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    if (buf == nullptr && bytes != 0) {
+        return status::invalid_arg;
+    }
+    op.type = op_type::recv;
+    op.comm = &comm;
+    op.user = user;
+    op.buf = buf;
+    op.capacity = bytes;
+    const status s = comm.match->post(op, source, tag);
+    if (s == status::ok) {
+        deliver(static_cast<inmsg &>(*op.matched_msg()), buf, bytes, st);
+    }
+    return s;
+}
+
+status engine::cancel(recv_op &op) noexcept { return op.comm->match->cancel(op); }
+
+status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
+                      mpiv_p2p_status_t &st) noexcept
+{
+    match::envelope env;
+    const status s = comm.match->probe(source, tag, env);
+    if (s == status::ok) {
+        st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
+    }
+    return s;
+}
+
+status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, inmsg *&msg_p,
+                       mpiv_p2p_status_t &st) noexcept
+{
+    match::msg_node *m = nullptr;
+    const status s = comm.match->mprobe(source, tag, m);
+    if (s == status::ok) {
+        const match::envelope &env = m->env();
+        st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
+        msg_p = static_cast<inmsg *>(m);
+    }
+    return s;
+}
+
+void engine::mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept
+{
+    deliver(m, buf, bytes, st);
+}
+
+int engine::progress() noexcept
+{
+    int events = 0;
+    // Relaxed: a hint; drain_outbound() reads the list under its mutex.
+    if (outbound_count_.load(std::memory_order_relaxed) != 0) {
+        events += drain_outbound();
+    }
+    const std::size_t n = inbound_.size();
+    const std::size_t first = my_endpoint();
+    for (std::size_t i = 0; i < n; ++i) {
+        shm::mpsc_queue<> &q = inbound_[(first + i) % n];
+        if (q.empty_hint()) {
+            continue;
+        }
+        const int k = q.drain(
+            [this](const void *payload) {
+                wire w;
+                std::memcpy(&w, payload, sizeof w);
+                handle(w);
+            },
+            k_drain_batch);
+        if (k > 0) {
+            events += k;
+        }
+    }
+    return events;
+}
+
+// ------------------------------------------------------------------ waiting
+
+namespace {
+thread_local waiter tl_waiter; // a pthread's waits (one at a time per thread)
+constexpr int k_spin_polls = 64;       // progress polls before a pthread parks or owns
+constexpr int k_owner_idle_polls = 2000; // idle polls before the owner sleeps
+constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
+constexpr long k_park_timeout_ns = 10000000;     // parked: re-check ownership every 10 ms
+} // namespace
+
+waiter *engine::wait_begin(std::int32_t count) noexcept
+{
+    if (sched::worker::current_ult() != nullptr) {
+        auto *w = new (std::nothrow) waiter;
+        auto *s = new (std::nothrow) sched::sync(count);
+        if (w == nullptr || s == nullptr) {
+            base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+            std::abort();
+        }
+        w->ult_sync = s;
+        return w;
+    }
+    // Release: pairs with the acquire in wake(); the count is set before any registration.
+    tl_waiter.remaining.store(count, std::memory_order_release);
+    return &tl_waiter;
+}
+
+void engine::wake(waiter *w) noexcept
+{
+    if (sched::sync *s = w->ult_sync) {
+        // The waiting ULT may free w and s as soon as the last signal lands.
+        (void)s->signal();
+        return;
+    }
+    // acq_rel: the completion's writes happen before the waiter sees remaining <= 0.
+    if (w->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // seq_cst: Dekker with owner_loop() (its owner store, then its remaining check).
+        const bool owner = w->owner.load(std::memory_order_seq_cst);
+        w->word.fetch_add(1, std::memory_order_release);
+        base::futex_wake(w->word, 1);
+        if (owner) {
+            doorbell_->fetch_add(1, std::memory_order_relaxed);
+            base::futex_wake_shared(*doorbell_, 1);
+        }
+    }
+}
+
+void engine::wait_end(waiter *w) noexcept
+{
+    if (sched::sync *s = w->ult_sync) {
+        // Inline progress: the waiting ULTs poll, yielding between polls; with a server
+        // thread they block until the completion signals them.
+        if (!s->test() && params_.progress != MPIV_P2P_PROGRESS_SERVER) {
+            progress();
+            if (!s->test()) {
+                // seq_cst: Dekker with the poller's exit (its clear of poller_on_, then
+                // its load of ult_waiters_).
+                ult_waiters_.fetch_add(1, std::memory_order_seq_cst);
+                ensure_poller(sched::worker::current()->id());
+                (void)s->wait();
+                ult_waiters_.fetch_sub(1, std::memory_order_relaxed);
+            }
+        } else {
+            (void)s->wait();
+        }
+        delete s;
+        delete w;
+        return;
+    }
+    pthread_wait(*w);
+}
+
+struct engine::poller_arg {
+    engine *e;
+    std::uint32_t worker;
+};
+
+void engine::ensure_poller(std::uint32_t worker) noexcept
+{
+    if (worker >= sched::runtime::k_max_workers ||
+        poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
+        return;
+    }
+    // Pollers are ULTs of the application's runtime: hold a reference on it so that it
+    // outlives them (released by the destructor once they are gone).
+    std::call_once(runtime_ref_once_, [this] { runtime_ref_ = sched::runtime::init(nullptr) == status::ok; });
+    auto *arg = new (std::nothrow) poller_arg{this, worker};
+    sched::runtime *rt = sched::runtime::get();
+    std::uint64_t handle = 0;
+    // Relaxed: the destructor waits for the count to drop back to zero.
+    pollers_live_.fetch_add(1, std::memory_order_relaxed);
+    if (arg == nullptr || rt == nullptr ||
+        rt->spawn(&engine::poller_main, arg, static_cast<int>(worker), true, handle) != status::ok) {
+        base::log(base::log_level::error, "mpiv: cannot start the progress ULT on worker %u; aborting",
+                  worker);
+        std::abort();
+    }
+}
+
+// A worker's poller: drives progress while ULTs of the process wait, yielding to them
+// between polls; it ends when no ULT waits any more.
+void *engine::poller_main(void *raw) noexcept
+{
+    auto *arg = static_cast<poller_arg *>(raw);
+    engine &e = *arg->e;
+    const std::uint32_t worker = arg->worker;
+    delete arg;
+    for (;;) {
+        e.progress();
+        if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0) {
+            e.poller_on_[worker].store(false, std::memory_order_seq_cst);
+            // A waiter that came in between found poller_on_ still set: take over again.
+            if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0 ||
+                e.poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
+                break;
+            }
+        }
+        sched::worker::yield_current();
+    }
+    // Release: the destructor's acquire load sees this poller's last accesses done.
+    e.pollers_live_.fetch_sub(1, std::memory_order_release);
+    return nullptr;
+}
+
+bool engine::inbound_idle() noexcept
+{
+    for (auto &q : inbound_) {
+        if (!q.empty_hint()) {
+            return false;
+        }
+    }
+    // Relaxed: a hint, as in progress().
+    return outbound_count_.load(std::memory_order_relaxed) == 0;
+}
+
+void engine::pthread_wait(waiter &w) noexcept
+{
+    for (int i = 0; i < k_spin_polls; ++i) {
+        // Acquire: pairs with the acq_rel decrement in wake().
+        if (w.remaining.load(std::memory_order_acquire) <= 0) {
+            return;
+        }
+        if (params_.progress != MPIV_P2P_PROGRESS_SERVER) {
+            progress();
+        }
+    }
+    if (params_.progress == MPIV_P2P_PROGRESS_SERVER) {
+        // The server drives progress: sleep until the completions arrive.
+        for (;;) {
+            const std::uint32_t seen = w.word.load(std::memory_order_acquire);
+            if (w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+        }
+    }
+    for (;;) {
+        bool own = false;
+        {
+            std::lock_guard<std::mutex> guard(park_mu_);
+            if (w.promoted.load(std::memory_order_relaxed) || !owner_taken_) {
+                own = true;
+                owner_taken_ = true;
+                w.promoted.store(false, std::memory_order_relaxed);
+                unpark_locked(w);
+            } else if (!w.parked) {
+                w.next = parked_;
+                parked_ = &w;
+                w.parked = true;
+            }
+        }
+        if (own) {
+            owner_loop(w);
+            leave_owner();
+            return;
+        }
+        // Parked: woken by our completion or by a promotion.
+        const std::uint32_t seen = w.word.load(std::memory_order_acquire);
+        if (w.remaining.load(std::memory_order_acquire) <= 0) {
+            std::lock_guard<std::mutex> guard(park_mu_);
+            unpark_locked(w);
+            if (!w.promoted.load(std::memory_order_relaxed)) {
+                return;
+            }
+            // Promoted while completing: pass ownership on.
+            w.promoted.store(false, std::memory_order_relaxed);
+            promote_next_locked();
+            return;
+        }
+        if (!w.promoted.load(std::memory_order_acquire)) {
+            base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+        }
+    }
+}
+
+void engine::owner_loop(waiter &w) noexcept
+{
+    // seq_cst: Dekker with wake() (its decrement, then its load of owner).
+    w.owner.store(true, std::memory_order_seq_cst);
+    int idle = 0;
+    while (w.remaining.load(std::memory_order_seq_cst) > 0) {
+        if (progress() > 0) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < k_owner_idle_polls) {
+            continue;
+        }
+        idle = 0;
+        const std::uint32_t seen = doorbell_->load(std::memory_order_relaxed);
+        sleeping_->fetch_add(1, std::memory_order_relaxed);
+        // seq_cst fence: Dekker with ring() (see there).
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (inbound_idle() && w.remaining.load(std::memory_order_seq_cst) > 0) {
+            base::futex_wait_for(*doorbell_, seen, k_doorbell_timeout_ns, true);
+        }
+        sleeping_->fetch_sub(1, std::memory_order_relaxed);
+    }
+    w.owner.store(false, std::memory_order_relaxed);
+}
+
+void engine::leave_owner() noexcept
+{
+    std::lock_guard<std::mutex> guard(park_mu_);
+    promote_next_locked();
+}
+
+void engine::unpark_locked(waiter &w) noexcept
+{
+    if (!w.parked) {
+        return;
+    }
+    for (waiter **pp = &parked_; *pp != nullptr; pp = &(*pp)->next) {
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
+        }
+    }
+    w.parked = false;
+}
+
+void engine::promote_next_locked() noexcept
+{
+    waiter *p = parked_;
+    if (p == nullptr) {
+        owner_taken_ = false;
+        return;
+    }
+    parked_ = p->next;
+    p->parked = false;
+    // Release: the promoted thread reads promoted with acquire after its futex wake.
+    p->promoted.store(true, std::memory_order_release);
+    p->word.fetch_add(1, std::memory_order_release);
+    base::futex_wake(p->word, 1);
+}
+
+} // namespace mpiv::ep

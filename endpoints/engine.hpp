@@ -1,0 +1,268 @@
+// engine: the point-to-point engine of one process over the shared-memory transport
+// (the C ABI is <mpiv/mpiv_p2p.h>; the Open MPI component drives it).
+//
+// Design:
+// - Segment. The engine creates one memfd segment (segment.hpp): a header, one inbound
+//   mpsc_queue per worker endpoint, and a packet region (packet_pool) for eager payloads.
+//   Peers map it through /proc/<pid>/fd/<fd> (address from the modex). A process only
+//   drains its own queues; it writes into peers' queues and reads their packets.
+// - Wire. A queue slot carries a 56-byte wire header: kind, envelope (cid, source, tag,
+//   sequence), size, and either up to 24 payload bytes inline, a packet offset in the
+//   sender's region, or (rendezvous) the sender's buffer address. The sender's operation
+//   address travels as a token and comes back in ACK (synchronous eager send, after the
+//   match) and FIN (rendezvous, after the receiver's single process_vm_readv copy).
+// - Matching. Each communicator is a match::comm (full MPI rules); an arrival becomes an
+//   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
+//   to its owner's region when the message is consumed. Arrivals for a context id that
+//   has no communicator yet wait in a pending list that comm_create drains.
+// - Back-pressure. A send that finds no packet or a full queue goes to the outbound list
+//   (its sequence number is already drawn; the receiver's order restores it) and
+//   progress() retries it; control messages (ACK, FIN) likewise. Nothing is dropped.
+// - Threads. All calls are thread-safe. Each thread is bound on first use to an endpoint
+//   (round robin): it sends through that endpoint's packets to the peer endpoint of the
+//   same index and drains that queue first. Each queue has one drainer at a time (the
+//   queue's try-lock); progress() may run in any number of threads. The outbound list is
+//   guarded by a mutex taken only when it is non-empty (a relaxed count says so).
+// - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
+//   owned by the engine until delivered. A destroyed communicator's object is kept until
+//   the engine is destroyed, so a progress thread never touches freed matching state.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <mpiv/mpiv_p2p.h>
+
+#include "base/cacheline.hpp"
+#include "base/status.hpp"
+#include "endpoints/shm/mpsc_queue.hpp"
+#include "endpoints/shm/segment.hpp"
+#include "matching/comm.hpp"
+#include "matching/table.hpp"
+#include "pool/packet_pool.hpp"
+#include "sched/sync.hpp"
+
+namespace mpiv::ep {
+
+/// Kinds of wire messages.
+enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, fin };
+
+/// Wire flags.
+constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the match
+
+/// The payload of one queue slot.
+struct wire {
+    wire_kind kind;
+    std::uint8_t flags;
+    std::uint16_t cid;
+    std::uint32_t from; // sender's peer index
+    std::int32_t source;
+    std::int32_t tag;
+    std::uint32_t seq;
+    std::uint32_t inline_bytes;
+    std::uint64_t size; // message bytes
+    union {
+        unsigned char data[24]; // eager_inline payload
+        struct {
+            std::uint64_t where; // eager_packet: offset in the sender's region; rts: address
+            std::uint64_t token; // sender's send_op (sync eager, rts; echoed by ack/fin)
+            std::uint64_t spare;
+        } ref;
+    } u;
+};
+static_assert(sizeof(wire) == 56, "a wire header fills one queue slot's payload");
+constexpr std::size_t k_inline_max = sizeof(wire{}.u.data);
+
+/// An arrived message while the engine owns it.
+struct inmsg : match::msg_node {
+    wire w;               // as received (data holds inline payload)
+    const void *packet;   // eager_packet: the payload in the sender's segment
+    inmsg *next_pending;  // pending list of an unknown context id
+};
+
+struct comm_state;
+
+/// Operation storage (inside mpiv_p2p_op_t).
+enum class op_type : std::uint8_t { none, send, recv };
+
+struct send_op {
+    op_type type;
+    bool queued_ack;         // waiting for ACK/FIN
+    std::uint32_t peer;
+    std::int32_t dest;       // rank in the communicator (reported in the status)
+    void *user;
+    const void *buf;
+    wire w;                  // prepared header
+};
+
+struct recv_op : match::recv_node {
+    op_type type;
+    comm_state *comm;
+    void *user;
+    void *buf;
+    std::size_t capacity;
+};
+
+/// A wait for `remaining` completions by one thread or ULT (mpiv_p2p_waiter_t).
+/// A ULT's wait is a sched::sync (the ULT blocks alone). A pthread's wait is its
+/// thread-local waiter: completions decrement `remaining` and bump the futex `word`.
+/// While it waits a pthread is either the progress owner of its process (drives
+/// progress, sleeps on the segment's doorbell when idle) or parked on `word`; the owner
+/// hands ownership to a parked waiter when it leaves (see engine::pthread_wait).
+struct waiter {
+    sched::sync *ult_sync = nullptr;            // a ULT's wait
+    std::atomic<std::int32_t> remaining{0};     // completions still missing
+    std::atomic<std::uint32_t> word{0};         // futex word, bumped per wake-up event
+    std::atomic<bool> owner{false};             // drives progress right now
+    std::atomic<bool> promoted{false};          // made owner by the leaving owner
+    waiter *next = nullptr;                     // parked list (engine::park_mu_)
+    bool parked = false;                        // engine::park_mu_
+};
+
+/// Per-communicator state: the matching engine plus the context id.
+struct comm_state {
+    std::unique_ptr<match::comm> match;
+    std::uint16_t cid;
+};
+
+/// A mapped peer: its queues and packet region (views into its segment).
+struct peer_state {
+    shm::segment seg;
+    std::atomic<std::uint32_t> *doorbell = nullptr; // in the peer's segment header
+    std::atomic<std::uint32_t> *sleeping = nullptr;
+    int pid = 0;
+    std::vector<shm::mpsc_queue<>> queues;
+    pool::packet_region<> region;
+    bool connected = false;
+};
+
+class engine {
+  public:
+    [[nodiscard]] static status create(const mpiv_p2p_params_t &params,
+                                       std::unique_ptr<engine> &engine_p) noexcept;
+    ~engine();
+
+    engine(const engine &) = delete;
+    engine &operator=(const engine &) = delete;
+
+    void address(const void *&addr, std::size_t &len) const noexcept
+    {
+        addr = &addr_;
+        len = sizeof addr_;
+    }
+    [[nodiscard]] status connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept;
+
+    [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
+                                     comm_state *&comm_p) noexcept;
+    [[nodiscard]] status comm_destroy(comm_state *comm) noexcept;
+
+    [[nodiscard]] status isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                               std::int32_t dest, std::int32_t tag, const void *buf,
+                               std::size_t bytes, unsigned flags, void *user, send_op &op,
+                               mpiv_p2p_status_t &st) noexcept;
+    [[nodiscard]] status irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
+                               void *buf, std::size_t bytes, void *user, recv_op &op,
+                               mpiv_p2p_status_t &st) noexcept;
+    [[nodiscard]] status cancel(recv_op &op) noexcept;
+    [[nodiscard]] status iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
+                                mpiv_p2p_status_t &st) noexcept;
+    [[nodiscard]] status improbe(comm_state &comm, std::int32_t source, std::int32_t tag,
+                                 inmsg *&msg_p, mpiv_p2p_status_t &st) noexcept;
+    void mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept;
+
+    int progress() noexcept;
+
+    /// Begin a wait for @p count >= 1 completions by the calling thread or ULT.
+    waiter *wait_begin(std::int32_t count) noexcept;
+    /// One completion for @p w (any thread).
+    void wake(waiter *w) noexcept;
+    /// Block until @p w's completions arrived (driving progress as needed); ends the wait.
+    void wait_end(waiter *w) noexcept;
+
+  private:
+    // Address published through the modex.
+    struct address_t {
+        std::uint32_t version;
+        std::uint32_t pid;
+        std::int32_t fd;
+        std::uint32_t self;
+        std::uint64_t bytes;
+    };
+
+    explicit engine(const mpiv_p2p_params_t &params) noexcept;
+    status init() noexcept;
+
+    std::uint32_t my_endpoint() noexcept;
+    bool try_send(send_op &op) noexcept;
+    void post_outbound(send_op *op, std::uint32_t peer, const wire *control) noexcept;
+    bool push(std::uint32_t peer, const wire &w) noexcept;
+    void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
+                      std::uint64_t bytes) noexcept;
+    void handle(const wire &w) noexcept;
+    void arrive(comm_state &comm, inmsg &m) noexcept;
+    void deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_t &st) noexcept;
+    void complete_recv(recv_op &op, inmsg &m) noexcept;
+    int drain_outbound() noexcept;
+    void server_loop() noexcept;
+    void ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept;
+    bool inbound_idle() noexcept;
+    void pthread_wait(waiter &w) noexcept;
+    void owner_loop(waiter &w) noexcept;
+    void leave_owner() noexcept;
+    void promote_next_locked() noexcept; // park_mu_ held
+    void unpark_locked(waiter &w) noexcept; // park_mu_ held
+
+    const mpiv_p2p_params_t params_;
+    address_t addr_{};
+    shm::segment seg_;
+    pool::packet_pool<> pool_;
+    std::vector<shm::mpsc_queue<>> inbound_;
+    std::unique_ptr<peer_state[]> peers_;
+    std::unique_ptr<match::table> table_;
+    std::unique_ptr<std::atomic<comm_state *>[]> comms_; // indexed by context id
+
+    // Arrivals for context ids without a communicator; communicators destroyed.
+    std::mutex pending_mu_;
+    inmsg *pending_ = nullptr;
+    std::vector<std::unique_ptr<comm_state>> graveyard_;
+    std::mutex peers_mu_; // serializes connect()
+    std::atomic<std::uint32_t> *doorbell_ = nullptr; // this segment's, see pthread_wait
+    std::atomic<std::uint32_t> *sleeping_ = nullptr;
+
+    // Inline progress for waiting ULTs: one poller ULT per worker runs while ULTs wait.
+    static void *poller_main(void *arg) noexcept;
+    void ensure_poller(std::uint32_t worker) noexcept;
+    struct poller_arg;
+    alignas(k_false_sharing) std::atomic<std::int32_t> ult_waiters_{0};
+    std::atomic<std::int32_t> pollers_live_{0};
+    std::unique_ptr<std::atomic<bool>[]> poller_on_; // per worker id
+    std::once_flag runtime_ref_once_;                // the engine's reference on the runtime
+    bool runtime_ref_ = false;
+
+    // Progress ownership among waiting pthreads.
+    std::mutex park_mu_;
+    bool owner_taken_ = false; // park_mu_
+    waiter *parked_ = nullptr; // park_mu_
+
+    // Outbound items waiting for a packet or a queue slot.
+    struct outbound {
+        send_op *op;        // a data send, or nullptr for a control message
+        std::uint32_t peer; // destination of a control message
+        wire control;
+    };
+    alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};
+    std::mutex outbound_mu_;
+    std::deque<outbound> outbound_;
+
+    alignas(k_false_sharing) std::atomic<std::uint32_t> next_endpoint_{0};
+    alignas(k_false_sharing) std::atomic<bool> stop_{false};
+    std::thread server_;
+};
+
+} // namespace mpiv::ep

@@ -1,0 +1,13 @@
+# endpoints/: the point-to-point engine (<mpiv/mpiv_p2p.h>) and its transports.
+libmpiv_core_la_SOURCES += %reldir%/engine.cpp
+noinst_HEADERS += %reldir%/engine.hpp
+
+# endpoints/shm/: shared-memory building blocks (MPSC queue, memfd segments, CMA).
+libmpiv_core_la_SOURCES += \
+	%reldir%/shm/segment.cpp \
+	%reldir%/shm/cma.cpp
+noinst_HEADERS += \
+	%reldir%/shm/mpsc_queue.hpp \
+	%reldir%/shm/segment.hpp \
+	%reldir%/shm/cma.hpp \
+	%reldir%/shm/sys_error.hpp

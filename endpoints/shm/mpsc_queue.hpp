@@ -1,0 +1,394 @@
+// mpsc_queue: a bounded multi-producer single-consumer queue of 56-byte messages whose
+// whole state lives in one caller-supplied memory region (a worker endpoint's inbound
+// queue, DESIGN.md "Data path").
+//
+// Layout, as offsets from the region base (base aligned to k_false_sharing; a shared-memory
+// segment is page aligned). Everything is position-independent (positions and offsets, no
+// pointers), so several processes may map the region at different addresses:
+//   0      queue_header, four k_false_sharing blocks: magic and geometry (read-only once
+//          formatted); the producers' tail; the consumer's head; the consumer try-lock
+//   512    capacity slots of 64 bytes: a 64-bit sequence word and a 56-byte payload
+// The slot size is fixed at 64 bytes whatever --with-cacheline says: it is part of the
+// layout every process of a job must agree on, so it must not follow a build option.
+//
+// Design (Dmitry Vyukov's bounded queue with a per-slot sequence number): positions are
+// 64-bit counters that never wrap in practice; position p lives in slot p & (capacity-1).
+// - Slot sequence values: seq == p means "free for the producer of position p";
+//   seq == p + 1 means "holds the message of position p"; the consumer frees it for the
+//   next lap by storing p + capacity. format() sets slot i's seq to i.
+// - A producer loads the tail, reads the slot's seq: equal to the tail, it claims the
+//   position with a CAS on the tail; below it, the slot still holds the message of the
+//   previous lap and the queue is full (try_push returns busy); above it, another producer
+//   won the position and it reloads the tail. It then writes the payload and publishes it.
+// - The consumer (whoever holds the try-lock) reads slot head & mask: seq == head + 1 means
+//   a message is ready; anything else means empty (or claimed but not yet published).
+// Invariants: head <= tail <= head + capacity; slots of positions [head, tail) are claimed
+// or published, the others are free; only the try-lock holder reads payloads and writes
+// head; each position is claimed by exactly one producer (the tail CAS).
+//
+// Ordering: a producer publishes the payload with a release store of the slot's seq; the
+// consumer loads seq with acquire before copying the payload. The consumer frees the slot
+// with a release store after copying the payload out; the producer of the next lap loads
+// seq with acquire before overwriting it. The tail CAS is relaxed: it only hands out
+// positions, the slot seq carries all the data. The try-lock is taken with an acquire
+// exchange and released with a release store, which hands head from one drainer to the
+// next. format() publishes the region by storing the magic last (release); attach() loads
+// it with acquire.
+//
+// Progress: try_push never blocks (lock-free among producers: a CAS fails only because
+// another producer claimed a position). A producer stalled between its claim and its
+// publish delays every later message (the consumer stops at the unpublished slot) but loses
+// none. drain() never waits for the lock: it returns -1 when another thread holds it.
+//
+// Memory: 512 bytes of header plus 64 bytes per slot (capacity 2 .. 2^20, a power of two):
+// 64 KiB + 512 B for 1024 slots.
+//
+// When not to use: for payloads larger than 56 bytes (send a descriptor of a packet, see
+// packet_region); where the consumer must be able to block (there is no wake-up, only
+// polling); where a producer process may die mid-push and others must carry on: a claimed
+// but never published slot wedges the queue for good. Many producers pushing hard all write
+// the tail line; one queue per consumer keeps that to the producers of one destination.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+#include "base/cacheline.hpp"
+#include "base/log.hpp"
+#include "base/status.hpp"
+
+namespace mpiv::shm {
+
+namespace detail {
+
+/// "mpivmsq" plus a layout version byte: a region formatted by an incompatible build is
+/// refused by attach().
+constexpr std::uint64_t k_queue_magic = 0x6d7069766d735101ull;
+
+/// Bytes per slot: the sequence word and the payload.
+constexpr std::size_t k_slot_bytes = 64;
+
+/// One slot. Shared between processes.
+template <template <class> class Atom> struct alignas(k_slot_bytes) queue_slot {
+    Atom<std::uint64_t> seq;                                        // see the design block
+    unsigned char payload[k_slot_bytes - sizeof(Atom<std::uint64_t>)]; // one message
+};
+
+/// The first 512 bytes of a region. Shared between processes.
+template <template <class> class Atom> struct queue_header {
+    Atom<std::uint64_t> magic;   // k_queue_magic once formatted; stored last
+    std::uint32_t capacity;      // slots, a power of two
+    std::uint32_t slot_bytes;    // k_slot_bytes
+    std::uint64_t slots_offset;  // offset of slot 0 from the region base
+    std::uint64_t region_bytes;  // bytes the layout needs (the mapping may be larger)
+    // Written by every push of every producer process.
+    alignas(k_false_sharing) Atom<std::uint64_t> tail;
+    // Written only by the try-lock holder; kept apart from the lock so that pollers
+    // testing the lock do not steal the line the holder is writing.
+    alignas(k_false_sharing) Atom<std::uint64_t> head;
+    // 0 free, 1 held by a drainer of the owning process.
+    alignas(k_false_sharing) Atom<std::uint32_t> consumer_lock;
+};
+
+static_assert(std::is_standard_layout_v<queue_slot<std::atomic>>,
+              "the shared slot must be standard layout");
+static_assert(sizeof(queue_slot<std::atomic>) == k_slot_bytes, "a slot is one 64-byte line");
+static_assert(offsetof(queue_slot<std::atomic>, payload) == 8, "the payload follows seq");
+static_assert(std::is_standard_layout_v<queue_header<std::atomic>>,
+              "the shared header must be standard layout");
+static_assert(offsetof(queue_header<std::atomic>, tail) == 1 * k_false_sharing &&
+                  offsetof(queue_header<std::atomic>, head) == 2 * k_false_sharing &&
+                  offsetof(queue_header<std::atomic>, consumer_lock) == 3 * k_false_sharing,
+              "geometry, tail, head and lock each take their own 128-byte block");
+static_assert(sizeof(queue_header<std::atomic>) == 4 * k_false_sharing,
+              "the header takes exactly four 128-byte blocks");
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "atomics shared between processes must be lock-free (address-free)");
+
+} // namespace detail
+
+template <template <class> class Atom = std::atomic> class mpsc_queue {
+    static_assert(sizeof(Atom<std::uint32_t>) == sizeof(std::uint32_t) &&
+                      sizeof(Atom<std::uint64_t>) == sizeof(std::uint64_t),
+                  "the shared layout stores atomics as plain-sized words");
+
+  public:
+    /// Largest message, in bytes.
+    static constexpr std::size_t k_payload = sizeof(detail::queue_slot<Atom>::payload);
+    /// Smallest and largest capacity (slots).
+    static constexpr std::uint32_t k_min_capacity = 2;
+    static constexpr std::uint32_t k_max_capacity = 1u << 20;
+
+    static_assert(k_payload == 56, "56-byte payloads are part of the shared layout");
+
+    mpsc_queue() = default;
+    mpsc_queue(const mpsc_queue &) = delete;
+    mpsc_queue &operator=(const mpsc_queue &) = delete;
+
+    /// @brief Bytes a region needs for @p capacity slots.
+    /// @return the size, or 0 when @p capacity is not a power of two in
+    ///         [k_min_capacity, k_max_capacity]
+    /// @context thread-safe, pure
+    static std::size_t bytes_for(std::uint32_t capacity) noexcept
+    {
+        if (!valid_capacity(capacity)) {
+            return 0;
+        }
+        return sizeof(detail::queue_header<Atom>) + std::size_t{capacity} * detail::k_slot_bytes;
+    }
+
+    /// @brief Format a region (owner process): an empty queue of @p capacity slots.
+    /// @param[in] base the region, aligned to k_false_sharing
+    /// @param[in] bytes size of the region, at least bytes_for(capacity)
+    /// @param[in] capacity slots, a power of two in [k_min_capacity, k_max_capacity]
+    /// @return status::ok or status::invalid_arg (logged)
+    /// @context not thread-safe; no process may use the region during the call
+    [[nodiscard]] status format(void *base, std::size_t bytes, std::uint32_t capacity) noexcept
+    {
+        if (!valid_capacity(capacity)) {
+            base::log(base::log_level::error,
+                      "shm: invalid queue capacity %u (a power of two in %u .. %u)", capacity,
+                      k_min_capacity, k_max_capacity);
+            return status::invalid_arg;
+        }
+        const std::size_t needed = bytes_for(capacity);
+        if (!region_fits(base, bytes, needed)) {
+            return status::invalid_arg;
+        }
+        auto *const bytes_base = static_cast<unsigned char *>(base);
+        auto *const header = new (bytes_base) detail::queue_header<Atom>;
+        // Clear any magic left by an earlier format: attach() must not accept this region
+        // before the release store below.
+        header->magic.store(0, std::memory_order_relaxed);
+        header->capacity = capacity;
+        header->slot_bytes = detail::k_slot_bytes;
+        header->slots_offset = sizeof(detail::queue_header<Atom>);
+        header->region_bytes = needed;
+        header->tail.store(0, std::memory_order_relaxed);
+        header->head.store(0, std::memory_order_relaxed);
+        header->consumer_lock.store(0, std::memory_order_relaxed);
+        for (std::uint32_t i = 0; i < capacity; ++i) {
+            auto *const slot = new (bytes_base + header->slots_offset +
+                                    std::size_t{i} * detail::k_slot_bytes) detail::queue_slot<Atom>;
+            slot->seq.store(i, std::memory_order_relaxed);
+            std::memset(slot->payload, 0, sizeof(slot->payload));
+        }
+        bind(bytes_base, header);
+        // sync: release; pairs with the acquire load in attach(): a process that sees the
+        // magic sees the formatted header and slots.
+        header->magic.store(detail::k_queue_magic, std::memory_order_release);
+        return status::ok;
+    }
+
+    /// @brief Attach to a queue formatted by another process (or through another mapping).
+    /// @param[in] base this process's mapping of the region, aligned to k_false_sharing
+    /// @param[in] bytes size of the mapping
+    /// @return status::ok, or status::invalid_arg (logged) when the mapping is too small,
+    ///         misaligned, not formatted or formatted with an incompatible layout
+    /// @context not thread-safe for this view; any number of views may attach
+    [[nodiscard]] status attach(void *base, std::size_t bytes) noexcept
+    {
+        if (!region_fits(base, bytes, sizeof(detail::queue_header<Atom>))) {
+            return status::invalid_arg;
+        }
+        auto *const header = std::launder(reinterpret_cast<detail::queue_header<Atom> *>(base));
+        // sync: acquire; pairs with the release store at the end of format().
+        if (header->magic.load(std::memory_order_acquire) != detail::k_queue_magic) {
+            base::log(base::log_level::error, "shm: region %p is not a formatted queue", base);
+            return status::invalid_arg;
+        }
+        if (!valid_capacity(header->capacity) || header->slot_bytes != detail::k_slot_bytes ||
+            header->slots_offset != sizeof(detail::queue_header<Atom>) ||
+            header->region_bytes != bytes_for(header->capacity)) {
+            base::log(base::log_level::error, "shm: queue %p has an incompatible layout", base);
+            return status::invalid_arg;
+        }
+        if (!region_fits(base, bytes, header->region_bytes)) {
+            return status::invalid_arg;
+        }
+        bind(static_cast<unsigned char *>(base), header);
+        return status::ok;
+    }
+
+    /// @brief Enqueue one message (a copy of @p len bytes; the consumer sees k_payload
+    /// bytes, those past @p len zero).
+    /// @param[in] msg the message; may be nullptr when @p len is 0
+    /// @param[in] len its size, at most k_payload
+    /// @return status::ok; status::busy when the queue is full (nothing was written: retry
+    ///         after the consumer drains); status::invalid_arg (logged) when @p len is too
+    ///         large; status::not_initialized (logged) before format or attach
+    /// @context thread-safe, lock-free, any thread of any process attached to the region;
+    ///          never blocks or yields; hot path
+    [[nodiscard]] status try_push(const void *msg, std::size_t len) noexcept
+    {
+        if (header_ == nullptr) {
+            base::log(base::log_level::error, "shm: queue used before format or attach");
+            return status::not_initialized;
+        }
+        if (len > k_payload || (msg == nullptr && len != 0)) {
+            base::log(base::log_level::error, "shm: message of %zu bytes (at most %zu)", len,
+                      k_payload);
+            return status::invalid_arg;
+        }
+        std::uint64_t pos = header_->tail.load(std::memory_order_relaxed);
+        detail::queue_slot<Atom> *slot;
+        for (;;) {
+            slot = slot_at(pos);
+            // sync: acquire; pairs with the consumer's release store in drain(): its copy
+            // of the previous lap's payload is done before we overwrite it.
+            const std::uint64_t seq = slot->seq.load(std::memory_order_acquire);
+            const auto dif = static_cast<std::int64_t>(seq - pos);
+            if (dif == 0) {
+                // The tail only hands out positions; the slot's seq carries the data.
+                if (header_->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
+                                                        std::memory_order_relaxed)) {
+                    break;
+                }
+            } else if (dif < 0) {
+                return status::busy; // the slot still holds the message of pos - capacity
+            } else {
+                pos = header_->tail.load(std::memory_order_relaxed);
+            }
+        }
+        if (len != 0) {
+            std::memcpy(slot->payload, msg, len);
+        }
+        std::memset(slot->payload + len, 0, k_payload - len);
+        // sync: release; pairs with the acquire load in drain(): the consumer that sees
+        // pos + 1 sees the payload.
+        slot->seq.store(pos + 1, std::memory_order_release);
+        return status::ok;
+    }
+
+    /// @brief Dequeue up to @p max messages in queue order, calling @p fn for each.
+    ///
+    /// Each message is copied out of its slot and the slot is freed for producers before
+    /// @p fn runs: @p fn receives a pointer to a k_payload-byte copy (aligned to 8) that is
+    /// valid only during the call. @p fn runs under the consumer lock: it may call
+    /// try_push() on any queue (this one included) but a drain() of this queue from inside
+    /// it returns -1. @p fn must not throw.
+    /// @param[in] fn callable as fn(const void *payload)
+    /// @param[in] max most messages to pop; 0 or less pops nothing
+    /// @return the number of messages popped (0 when empty), or -1 when another thread
+    ///         holds the consumer lock (nothing popped: poll again later)
+    /// @context thread-safe among the threads of the owning process (one drains at a time);
+    ///          never blocks; hot path. Producers' messages published after the check of
+    ///          the next slot are left for the next call.
+    template <class Fn> int drain(Fn &&fn, int max) noexcept
+    {
+        if (header_ == nullptr || max <= 0) {
+            return 0;
+        }
+        if (!try_lock()) {
+            return -1;
+        }
+        // Only the lock holder writes head; the lock's acquire made the last holder's value
+        // visible.
+        std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
+        int popped = 0;
+        alignas(8) unsigned char copy[k_payload];
+        while (popped < max) {
+            detail::queue_slot<Atom> *const slot = slot_at(pos);
+            // sync: acquire; pairs with the release store in try_push(): seeing pos + 1
+            // makes the payload visible.
+            if (slot->seq.load(std::memory_order_acquire) != pos + 1) {
+                break; // empty, or the next position is claimed but not yet published
+            }
+            std::memcpy(copy, slot->payload, k_payload);
+            // sync: release; pairs with the acquire load in try_push(): the copy above is
+            // done before the producer of the next lap overwrites the payload.
+            slot->seq.store(pos + capacity_, std::memory_order_release);
+            ++pos;
+            ++popped;
+            fn(static_cast<const void *>(copy));
+        }
+        header_->head.store(pos, std::memory_order_relaxed);
+        unlock();
+        return popped;
+    }
+
+    /// @brief Whether the queue looks empty: a relaxed peek at the next slot, for a poller
+    /// that wants to skip drain() (and its lock) when there is nothing to do.
+    /// @return true when no message was ready at the time of the check (a message published
+    ///         concurrently, or one behind a drain in progress, may be missed: poll again);
+    ///         false when one probably is (another drainer may take it first)
+    /// @context thread-safe, any thread; never blocks; reads two words, writes nothing
+    bool empty_hint() const noexcept
+    {
+        if (header_ == nullptr) {
+            return true;
+        }
+        const std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
+        return slot_at(pos)->seq.load(std::memory_order_relaxed) != pos + 1;
+    }
+
+    /// Number of slots (0 before format or attach).
+    std::uint32_t capacity() const noexcept { return capacity_; }
+
+  private:
+    friend struct mpsc_queue_test_access;
+
+    static constexpr bool valid_capacity(std::uint32_t capacity) noexcept
+    {
+        return capacity >= k_min_capacity && capacity <= k_max_capacity &&
+               (capacity & (capacity - 1)) == 0;
+    }
+
+    static bool region_fits(const void *base, std::size_t bytes, std::size_t needed) noexcept
+    {
+        if (base == nullptr || reinterpret_cast<std::uintptr_t>(base) % k_false_sharing != 0) {
+            base::log(base::log_level::error, "shm: queue region %p is not aligned to %zu bytes",
+                      base, k_false_sharing);
+            return false;
+        }
+        if (bytes < needed) {
+            base::log(base::log_level::error, "shm: queue region of %zu bytes, %zu needed",
+                      bytes, needed);
+            return false;
+        }
+        return true;
+    }
+
+    void bind(unsigned char *base, detail::queue_header<Atom> *header) noexcept
+    {
+        header_ = header;
+        slots_ = std::launder(
+            reinterpret_cast<detail::queue_slot<Atom> *>(base + header->slots_offset));
+        capacity_ = header->capacity;
+        mask_ = header->capacity - 1;
+    }
+
+    detail::queue_slot<Atom> *slot_at(std::uint64_t pos) const noexcept
+    {
+        return slots_ + (pos & mask_);
+    }
+
+    bool try_lock() noexcept
+    {
+        // Test before the exchange: pollers that find the lock held do not write its line.
+        if (header_->consumer_lock.load(std::memory_order_relaxed) != 0) {
+            return false;
+        }
+        // sync: acquire; pairs with the release store in unlock(): the previous holder's
+        // head and slot frees are visible.
+        return header_->consumer_lock.exchange(1, std::memory_order_acquire) == 0;
+    }
+
+    void unlock() noexcept
+    {
+        // sync: release; pairs with the acquire exchange in try_lock().
+        header_->consumer_lock.store(0, std::memory_order_release);
+    }
+
+    detail::queue_header<Atom> *header_ = nullptr;  // in this process's mapping
+    detail::queue_slot<Atom> *slots_ = nullptr;     // same
+    std::uint64_t mask_ = 0;                        // capacity_ - 1
+    std::uint32_t capacity_ = 0;
+};
+
+} // namespace mpiv::shm

@@ -1,0 +1,180 @@
+/*
+ * mpiv_p2p.h: the point-to-point engine of libmpiv, the C ABI that the Open MPI
+ * component (mca_pml_mpiv.so) drives. Applications do not call it.
+ *
+ * One engine per process (mpiv_p2p_create). It owns a shared-memory segment with one
+ * inbound queue per worker endpoint and a packet pool, the matching state of every
+ * communicator (full MPI rules: sender order, posting order, wildcards, probes, cancel),
+ * and the protocols: eager (payload inline in the queue slot or in a pooled packet) up to
+ * the eager limit, rendezvous above it (the receiver copies once with process_vm_readv,
+ * then sends FIN), synchronous sends (an ACK after the match).
+ *
+ * Peers are named by an index the caller chooses (the MPI_COMM_WORLD rank); each peer's
+ * address (from mpiv_p2p_address on that peer, exchanged through the PMIx modex) is given
+ * to mpiv_p2p_connect before traffic to or from it.
+ *
+ * Operations live in caller memory (mpiv_p2p_op_t, embedded in the MPI request), so an
+ * operation's lifetime is the request's. Each call that starts an operation returns
+ * MPIV_OK when it completed at once (the status is written, no callback follows) or
+ * MPIV_INPROGRESS: the engine later calls the completion function once, from whichever
+ * thread makes progress. Data buffers are contiguous bytes; the caller packs and unpacks
+ * other layouts.
+ *
+ * Threads: every function is thread-safe. Each calling thread is bound on first use to
+ * one worker endpoint (round robin); its sends leave through that endpoint's packets.
+ * Progress (mpiv_p2p_progress) may run in any number of threads at once; each queue is
+ * drained by one of them at a time.
+ */
+#ifndef MPIV_P2P_H
+#define MPIV_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpiv/mpiv_status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mpiv_p2p mpiv_p2p_t;            /**< the engine of this process */
+typedef struct mpiv_p2p_comm mpiv_p2p_comm_t;  /**< matching state of one communicator */
+typedef struct mpiv_p2p_msg mpiv_p2p_msg_t;    /**< a message taken by mpiv_p2p_improbe */
+
+/** Storage of one operation, embedded in the caller's request; opaque. */
+typedef union mpiv_p2p_op {
+    unsigned char bytes[256];
+    uint64_t align_;
+    void *align_p_;
+} mpiv_p2p_op_t;
+
+/** What a completed operation reports. */
+typedef struct mpiv_p2p_status {
+    int32_t source; /**< sender's rank (receives), destination (sends) */
+    int32_t tag;
+    size_t bytes;   /**< bytes delivered into the buffer (receives), sent (sends) */
+    size_t sent;    /**< the sender's message size (receives; > bytes when truncated) */
+    int error;      /**< MPIV_OK or MPIV_ERR_TRUNCATE */
+} mpiv_p2p_status_t;
+
+/** Completion callback: @p user is the pointer given when the operation started. */
+typedef void (*mpiv_p2p_complete_fn)(void *user, const mpiv_p2p_status_t *status);
+
+/** Progress mode of the engine. */
+typedef enum mpiv_p2p_progress_mode {
+    MPIV_P2P_PROGRESS_INLINE = 0, /**< waiting threads and opal_progress drive it */
+    MPIV_P2P_PROGRESS_SERVER = 1  /**< also a communication-server thread */
+} mpiv_p2p_progress_mode_t;
+
+/** Engine parameters (every field must be set; mpiv_p2p_params_default fills them). */
+typedef struct mpiv_p2p_params {
+    uint32_t self;            /**< this process's peer index */
+    uint32_t num_peers;       /**< peer indexes are 0 .. num_peers - 1 */
+    uint32_t endpoints;       /**< worker endpoints (inbound queues), 1 .. 256 */
+    uint32_t queue_slots;     /**< slots per inbound queue, a power of two, 2 .. 2^20 */
+    uint32_t eager_limit;     /**< largest eager message in bytes, 0 .. 1 MiB */
+    uint32_t packet_count;    /**< packets in the pool, 1 .. 2^20 */
+    mpiv_p2p_progress_mode_t progress;
+    int server_cpu;           /**< PU (OS index) for the server thread, -1: not pinned */
+    mpiv_p2p_complete_fn complete; /**< completion callback, not NULL */
+} mpiv_p2p_params_t;
+
+/** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
+ *  4096-byte eager limit, 512 packets, inline progress, complete NULL). */
+MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
+
+/** Create the engine: the segment, queues and pool; no peer connected yet.
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG / MPIV_ERR_PARAM (logged, naming the field);
+ *  MPIV_ERR_SYSTEM when shared memory or CMA is unavailable (logged). */
+MPIV_API mpiv_status_t mpiv_p2p_create(const mpiv_p2p_params_t *params, mpiv_p2p_t **engine_p);
+
+/** Destroy the engine (stops the server thread). Operations still pending are dropped;
+ *  the caller completes or frees its requests first. NULL is accepted. */
+MPIV_API mpiv_status_t mpiv_p2p_destroy(mpiv_p2p_t *engine);
+
+/** This process's address for the modex (valid until destroy). */
+MPIV_API mpiv_status_t mpiv_p2p_address(mpiv_p2p_t *engine, const void **addr_p, size_t *len_p);
+
+/** Map peer @p peer's segment from its address (idempotent; self included).
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for a malformed address or index;
+ *  MPIV_ERR_SYSTEM when the segment cannot be mapped (logged). */
+MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer, const void *addr, size_t len);
+
+/** Bits of mpiv_p2p_comm_create's assertions (MPI-4 info assertions). */
+#define MPIV_P2P_ASSERT_NO_ANY_SOURCE 1u
+#define MPIV_P2P_ASSERT_NO_ANY_TAG 2u
+#define MPIV_P2P_ASSERT_ALLOW_OVERTAKING 4u
+
+/** Create the matching state of a communicator with context id @p cid whose remote
+ *  group has @p size ranks; messages that arrived for @p cid before are matched now.
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG (cid in use, size < 1, unknown bits); NOMEM. */
+MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, int32_t size,
+                                            unsigned assertions, mpiv_p2p_comm_t **comm_p);
+
+/** Destroy a communicator's state. Unexpected messages still queued are dropped (MPI
+ *  says a freed communicator's pending messages are erroneous). */
+MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm);
+
+/** Send modes. */
+#define MPIV_P2P_SEND_SYNC 1u /**< complete only once the receiver matched */
+
+/** Start a send of @p bytes at @p buf to rank @p dest (peer index @p peer) of @p comm,
+ *  from rank @p self_rank. The buffer must stay valid until completion.
+ *  @return MPIV_OK (done: buffer reusable, @p status_p written); MPIV_INPROGRESS (the
+ *  completion function is called later with @p user); MPIV_ERR_INVALID_ARG. */
+MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, uint32_t peer,
+                                      int32_t self_rank, int32_t dest, int32_t tag,
+                                      const void *buf, size_t bytes, unsigned flags, void *user,
+                                      mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
+
+/** Post a receive into @p buf (capacity @p bytes) from @p source (or -1: any) with @p tag
+ *  (or -1: any tag >= 0). Returns as mpiv_p2p_isend; a truncated message completes with
+ *  error MPIV_ERR_TRUNCATE. */
+MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, int32_t source,
+                                      int32_t tag, void *buf, size_t bytes, void *user,
+                                      mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
+
+/** Cancel a receive started with mpiv_p2p_irecv.
+ *  @return MPIV_OK: cancelled, no callback follows; MPIV_ERR_NOT_FOUND: it matched
+ *  (the callback comes or came). */
+MPIV_API mpiv_status_t mpiv_p2p_cancel(mpiv_p2p_t *engine, mpiv_p2p_op_t *op);
+
+/** Look for a message a receive (@p source, @p tag) would match, without taking it.
+ *  @return MPIV_OK (status_p->source, tag, sent written); MPIV_ERR_NOT_FOUND. */
+MPIV_API mpiv_status_t mpiv_p2p_iprobe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, int32_t source,
+                                       int32_t tag, mpiv_p2p_status_t *status_p);
+
+/** Take the message a receive (@p source, @p tag) would match (MPI_Improbe): it is then
+ *  received only through mpiv_p2p_mrecv. @return MPIV_OK; MPIV_ERR_NOT_FOUND. */
+MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, int32_t source,
+                                        int32_t tag, mpiv_p2p_msg_t **msg_p,
+                                        mpiv_p2p_status_t *status_p);
+
+/** Receive a message taken by mpiv_p2p_improbe into @p buf (capacity @p bytes); always
+ *  completes at once (MPIV_OK, or MPIV_ERR_TRUNCATE in status_p->error). */
+MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg, void *buf,
+                                      size_t bytes, mpiv_p2p_status_t *status_p);
+
+/** Drain inbound queues and retry pending sends. @return the number of events handled. */
+MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);
+
+typedef struct mpiv_p2p_waiter mpiv_p2p_waiter_t; /**< a wait in progress */
+
+/** Begin a wait of the calling thread or ULT for @p count >= 1 completions. Each
+ *  completion is reported with mpiv_p2p_wake; then mpiv_p2p_wait_end blocks until all
+ *  arrived. In a ULT only the ULT blocks; a pthread drives progress meanwhile (or, with
+ *  a server thread, sleeps on a futex). A thread runs one wait at a time.
+ *  @return the waiter; never NULL (out of memory aborts with a message). */
+MPIV_API mpiv_p2p_waiter_t *mpiv_p2p_wait_begin(mpiv_p2p_t *engine, int32_t count);
+
+/** Report one completion to @p waiter (any thread; never blocks). */
+MPIV_API void mpiv_p2p_wake(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter);
+
+/** Wait until every completion of @p waiter arrived; ends the wait. */
+MPIV_API void mpiv_p2p_wait_end(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MPIV_P2P_H */

@@ -1,0 +1,17 @@
+# ompi-component/: mca_pml_mpiv.so, the Open MPI 4.1 PML component (C: Open MPI's headers
+# are C-only). It links libmpiv.so so that the application and the plugin share one mpiv
+# runtime per process, and exports only mca_pml_mpiv_component.
+# Installed into $(ompicomponentdir): configure --with-ompi-component-dir (the quick start
+# uses $HOME/.openmpi/components, where Open MPI looks without root).
+if HAVE_OMPI
+ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
+%canon_reldir%_mca_pml_mpiv_la_SOURCES = \
+	%reldir%/pml_mpiv_component.c \
+	%reldir%/pml_mpiv.c
+%canon_reldir%_mca_pml_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_mca_pml_mpiv_la_CFLAGS = $(AM_CFLAGS) $(MPIV_VIS_FLAGS) $(OMPI_COMPONENT_CFLAGS) -std=gnu11 \
+	-Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
+%canon_reldir%_mca_pml_mpiv_la_LDFLAGS = -module -avoid-version -no-undefined $(OMPI_LDFLAGS)
+%canon_reldir%_mca_pml_mpiv_la_LIBADD = libmpiv.la $(OMPI_LIBS) -lopen-pal -lopen-rte
+endif
+noinst_HEADERS += %reldir%/pml_mpiv.h

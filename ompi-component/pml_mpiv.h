@@ -1,0 +1,104 @@
+/*
+ * pml_mpiv.h: the Open MPI 4.1 PML component "mpiv" (C glue over libmpiv's
+ * point-to-point engine, <mpiv/mpiv_p2p.h>).
+ *
+ * The glue owns what is Open MPI's: MCA parameters, the module table, requests (which
+ * embed ompi_request_t and the engine's operation storage), datatypes (contiguous
+ * buffers go to the engine as they are; others are packed and unpacked with an
+ * opal_convertor), buffered sends, matched-probe messages and the modex. The engine owns
+ * matching, transport and protocols.
+ */
+#ifndef PML_MPIV_H
+#define PML_MPIV_H
+
+#include "ompi_config.h"
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/pml/pml.h"
+#include "ompi/request/request.h"
+
+#include <mpiv/mpiv_p2p.h>
+
+BEGIN_C_DECLS
+
+/** Values of pml_mpiv_progress. */
+enum { MCA_PML_MPIV_PROGRESS_AUTO = 0, MCA_PML_MPIV_PROGRESS_SERVER = 1, MCA_PML_MPIV_PROGRESS_INLINE = 2 };
+
+/** MCA parameters and process-wide state of the component. */
+typedef struct mca_pml_mpiv_globals {
+    /* parameters */
+    int priority;
+    int verbose;
+    int workers;          /* engine endpoints; 0: one per PU of the process binding */
+    int progress;         /* MCA_PML_MPIV_PROGRESS_* */
+    int eager_limit;
+    int packet_count;
+    int queue_slots;
+    char *server_cpus;    /* PU list for the server thread, indexed by local rank */
+    char *fallback;       /* PML added to the include list at open ("" = none) */
+    bool decline;         /* decline in init (testing the fallback) */
+    /* state */
+    int output;           /* opal_output stream */
+    mpiv_p2p_t *engine;
+    bool *connected;      /* per world rank */
+    opal_mutex_t connect_lock;
+    opal_free_list_t requests;
+    bool requests_built;
+} mca_pml_mpiv_globals_t;
+
+extern mca_pml_mpiv_globals_t mca_pml_mpiv;
+extern mca_pml_base_module_t mca_pml_mpiv_module;
+OMPI_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_mpiv_component;
+
+/** Kinds of requests. */
+typedef enum { MPIV_REQ_SEND, MPIV_REQ_RECV, MPIV_REQ_BSEND_COPY } mca_pml_mpiv_req_kind_t;
+
+/** Bits of mca_pml_mpiv_request_t::pml_state: who is done with the request. The engine
+ *  sets DONE after completing it; MPI sets FREED in req_free. Whoever sets the second
+ *  bit returns the request to the free list. */
+#define MPIV_REQ_DONE 1
+#define MPIV_REQ_FREED 2
+
+/** mca_pml_mpiv_request_t::waiter once the request completed. */
+#define MPIV_WAITER_DONE ((void *) 1)
+
+typedef struct mca_pml_mpiv_request {
+    ompi_request_t ompi;
+    mpiv_p2p_op_t op;               /* the engine's operation (first: most aligned) */
+    mca_pml_mpiv_req_kind_t kind;
+    volatile int32_t pml_state;     /* MPIV_REQ_* */
+    void *volatile waiter;          /* mpiv_p2p_waiter_t of an mpiv wait, or MPIV_WAITER_DONE */  /* MPIV_REQ_* */
+    /* arguments, kept for persistent requests */
+    void *buf;
+    size_t count;
+    ompi_datatype_t *datatype;
+    ompi_communicator_t *comm;
+    int peer;                       /* destination or source rank */
+    int tag;
+    mca_pml_base_send_mode_t mode;
+    /* packing of non-contiguous data */
+    void *pack_buf;
+    size_t pack_size;
+    bool pack_bsend;                /* pack_buf came from the bsend buffer */
+} mca_pml_mpiv_request_t;
+OBJ_CLASS_DECLARATION(mca_pml_mpiv_request_t);
+
+/* module entry points (pml_mpiv.c) */
+int mca_pml_mpiv_enable(bool enable);
+int mca_pml_mpiv_add_procs(struct ompi_proc_t **procs, size_t nprocs);
+int mca_pml_mpiv_del_procs(struct ompi_proc_t **procs, size_t nprocs);
+int mca_pml_mpiv_progress(void);
+int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm);
+int mca_pml_mpiv_del_comm(struct ompi_communicator_t *comm);
+
+/* the engine's completion callback */
+void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);
+
+/* lifetime of the module's state (pml_mpiv.c), used by the component */
+int mca_pml_mpiv_module_init(void);
+void mca_pml_mpiv_module_fini(void);
+
+END_C_DECLS
+
+#endif /* PML_MPIV_H */

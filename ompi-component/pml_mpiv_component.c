@@ -1,0 +1,286 @@
+/*
+ * pml_mpiv_component.c: the component: MCA parameters, open (fallback list), init
+ * (decline or create the engine and publish its address), finalize.
+ */
+#include "pml_mpiv.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/output.h"
+#include "ompi/mca/pml/base/base.h"
+#include "orte/util/proc_info.h"
+
+#include <mpiv/mpiv.h>
+
+static int component_register(void);
+static int component_open(void);
+static int component_close(void);
+static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
+                                        bool enable_mpi_threads);
+static int component_finalize(void);
+
+mca_pml_mpiv_globals_t mca_pml_mpiv = {
+    .priority = 50,
+    .verbose = 0,
+    .workers = 0,
+    .progress = MCA_PML_MPIV_PROGRESS_AUTO,
+    .eager_limit = 4096,
+    .packet_count = 1024,
+    .queue_slots = 1024,
+    .output = -1,
+};
+
+mca_pml_base_component_2_0_0_t mca_pml_mpiv_component = {
+    .pmlm_version = {
+        MCA_PML_BASE_VERSION_2_0_0,
+        .mca_component_name = "mpiv",
+        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        .mca_open_component = component_open,
+        .mca_close_component = component_close,
+        .mca_register_component_params = component_register,
+    },
+    .pmlm_data = {
+        .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+    },
+    .pmlm_init = component_init,
+    .pmlm_finalize = component_finalize,
+};
+
+static const mca_base_var_enum_value_t progress_values[] = {
+    {MCA_PML_MPIV_PROGRESS_AUTO, "auto"},
+    {MCA_PML_MPIV_PROGRESS_SERVER, "server"},
+    {MCA_PML_MPIV_PROGRESS_INLINE, "inline"},
+    {0, NULL},
+};
+
+static void reg_int(const char *name, const char *help, int level, int *storage)
+{
+    (void) mca_base_component_var_register(&mca_pml_mpiv_component.pmlm_version, name, help,
+                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int component_register(void)
+{
+    mca_base_var_enum_t *progress_enum = NULL;
+
+    reg_int("priority", "Selection priority of the mpiv PML (ob1 has 20)", OPAL_INFO_LVL_3,
+            &mca_pml_mpiv.priority);
+    reg_int("verbose",
+            "Verbosity of the mpiv PML: 1 says why mpiv declines a job, 2 shows the chosen "
+            "configuration, 3 and more the engine's own log", OPAL_INFO_LVL_5,
+            &mca_pml_mpiv.verbose);
+    reg_int("workers",
+            "Worker endpoints (inbound queues) per process, 1..256; 0 = one per PU of the "
+            "process binding", OPAL_INFO_LVL_4, &mca_pml_mpiv.workers);
+    (void) mca_base_var_enum_create("pml_mpiv_progress", progress_values, &progress_enum);
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "progress",
+        "Who makes progress: server (a communication-server thread per process, pinned to "
+        "a spare PU), inline (threads that wait or poll), auto (server only when a spare "
+        "PU exists)", MCA_BASE_VAR_TYPE_INT, progress_enum, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.progress);
+    OBJ_RELEASE(progress_enum);
+    reg_int("eager_limit",
+            "Largest message (bytes) sent eagerly; larger ones use rendezvous with a single "
+            "process_vm_readv copy. 0..1048576; it is also the packet size",
+            OPAL_INFO_LVL_4, &mca_pml_mpiv.eager_limit);
+    reg_int("packet_count", "Packets in each process's shared-memory packet pool, 1..1048576",
+            OPAL_INFO_LVL_5, &mca_pml_mpiv.packet_count);
+    reg_int("queue_slots",
+            "Slots (64 bytes each) of each inbound queue, a power of two in 2..1048576",
+            OPAL_INFO_LVL_5, &mca_pml_mpiv.queue_slots);
+    mca_pml_mpiv.server_cpus = "";
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "server_cpus",
+        "Comma-separated PU (OS index) list for the communication-server thread, one per "
+        "local rank (wraps around); empty = the last PU of the machine outside the "
+        "process binding", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.server_cpus);
+    mca_pml_mpiv.fallback = "ob1";
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "fallback",
+        "PML added to the selection list when mpiv is opened, so that --mca pml mpiv,ob1 "
+        "runs the job on it when mpiv declines (Open MPI 4.1 honours only the first name "
+        "otherwise); empty: none", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.fallback);
+    mca_pml_mpiv.decline = false;
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "decline",
+        "Always decline in init (tests the fallback)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0,
+        OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.decline);
+    return OMPI_SUCCESS;
+}
+
+static int component_open(void)
+{
+    mca_pml_mpiv.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_pml_mpiv.output, mca_pml_mpiv.verbose);
+    if (NULL != mca_pml_mpiv.fallback && '\0' != mca_pml_mpiv.fallback[0] &&
+        0 != strcmp(mca_pml_mpiv.fallback, "mpiv")) {
+        /* Open MPI 4.1 keeps "--mca pml mpiv,ob1" as one include-list entry that only
+         * matches mpiv: list the fallback on its own (as pml/monitoring does). */
+        opal_pointer_array_add(&mca_pml_base_pml, strdup(mca_pml_mpiv.fallback));
+    }
+    return OMPI_SUCCESS;
+}
+
+static int component_close(void)
+{
+    if (mca_pml_mpiv.output >= 0) {
+        opal_output_close(mca_pml_mpiv.output);
+        mca_pml_mpiv.output = -1;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* The engine's log lines go to the component's output stream. */
+static void log_to_opal(int level, const char *message, void *ctx)
+{
+    (void) ctx;
+    if (0 == level) {
+        opal_output(0, "pml mpiv: %s", message);
+    } else {
+        opal_output_verbose(2 + level, mca_pml_mpiv.output, "pml mpiv: %s", message);
+    }
+}
+
+static int count_bound_pus(cpu_set_t *set)
+{
+    if (0 != sched_getaffinity(0, sizeof *set, set)) {
+        CPU_ZERO(set);
+        return 1;
+    }
+    return CPU_COUNT(set);
+}
+
+/* The PU for the server thread: from server_cpus by local rank, else the highest online
+ * PU outside the process binding; -1 when there is none (no spare PU). */
+static int server_cpu(const cpu_set_t *bound)
+{
+    if (NULL != mca_pml_mpiv.server_cpus && '\0' != mca_pml_mpiv.server_cpus[0]) {
+        char *list = strdup(mca_pml_mpiv.server_cpus), *save = NULL;
+        int n = 0, pick = -1, first = -1;
+        int want = orte_process_info.my_local_rank;
+        for (char *tok = strtok_r(list, ",", &save); NULL != tok; tok = strtok_r(NULL, ",", &save), ++n) {
+            int cpu = atoi(tok);
+            if (0 == n) {
+                first = cpu;
+            }
+            if (n == want) {
+                pick = cpu;
+            }
+        }
+        free(list);
+        if (pick < 0 && n > 0) {
+            /* wrap around */
+            char *again = strdup(mca_pml_mpiv.server_cpus);
+            int i = 0;
+            for (char *tok = strtok_r(again, ",", &save); NULL != tok; tok = strtok_r(NULL, ",", &save), ++i) {
+                if (i == want % n) {
+                    pick = atoi(tok);
+                }
+            }
+            free(again);
+        }
+        return pick >= 0 ? pick : first;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int local_procs = orte_process_info.num_local_peers + 1;
+    /* A spare PU exists only if the local ranks leave some PU unused. */
+    if (online <= 0 || CPU_COUNT(bound) * local_procs >= online) {
+        return -1;
+    }
+    for (int cpu = (int) online - 1; cpu >= 0; --cpu) {
+        if (!CPU_ISSET(cpu, bound)) {
+            return cpu;
+        }
+    }
+    return -1;
+}
+
+static mca_pml_base_module_t *decline(const char *reason)
+{
+    opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: declining: %s", reason);
+    return NULL;
+}
+
+static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
+                                        bool enable_mpi_threads)
+{
+    mpiv_p2p_params_t params;
+    cpu_set_t bound;
+    const void *addr = NULL;
+    size_t len = 0;
+    int rc, pus;
+    (void) enable_progress_threads;
+    (void) enable_mpi_threads;
+
+    if (mca_pml_mpiv.decline) {
+        return decline("pml_mpiv_decline is set");
+    }
+    if ((orte_vpid_t) (orte_process_info.num_local_peers + 1) != orte_process_info.num_procs) {
+        return decline("the job spans several nodes (mpiv has only the shared-memory transport)");
+    }
+    if (mca_pml_mpiv.workers < 0 || mca_pml_mpiv.workers > 256) {
+        opal_output(0, "pml mpiv: pml_mpiv_workers = %d is out of range (0..256)", mca_pml_mpiv.workers);
+        return decline("bad pml_mpiv_workers");
+    }
+    if (mca_pml_mpiv.eager_limit < 0 || mca_pml_mpiv.packet_count <= 0 || mca_pml_mpiv.queue_slots <= 0) {
+        opal_output(0, "pml mpiv: pml_mpiv_eager_limit, pml_mpiv_packet_count and "
+                       "pml_mpiv_queue_slots must be positive");
+        return decline("bad parameters");
+    }
+    mpiv_set_log_handler(log_to_opal, NULL);
+    pus = count_bound_pus(&bound);
+    (void) mpiv_p2p_params_default(&params);
+    params.self = OMPI_PROC_MY_NAME->vpid;
+    params.num_peers = orte_process_info.num_procs;
+    params.endpoints = (uint32_t) (mca_pml_mpiv.workers > 0 ? mca_pml_mpiv.workers : pus);
+    params.queue_slots = (uint32_t) mca_pml_mpiv.queue_slots;
+    params.eager_limit = (uint32_t) mca_pml_mpiv.eager_limit;
+    params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
+    params.complete = mca_pml_mpiv_complete;
+    params.server_cpu = -1;
+    params.progress = MPIV_P2P_PROGRESS_INLINE;
+    if (MCA_PML_MPIV_PROGRESS_INLINE != mca_pml_mpiv.progress) {
+        int cpu = server_cpu(&bound);
+        if (MCA_PML_MPIV_PROGRESS_SERVER == mca_pml_mpiv.progress || cpu >= 0) {
+            params.progress = MPIV_P2P_PROGRESS_SERVER;
+            params.server_cpu = cpu;
+        }
+    }
+    rc = mpiv_p2p_create(&params, &mca_pml_mpiv.engine);
+    if (MPIV_OK != rc) {
+        opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
+        return decline("shared memory or CMA (process_vm_readv) is unavailable");
+    }
+    (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_LOCAL, &mca_pml_mpiv_component.pmlm_version, addr, len);
+    if (OPAL_SUCCESS != rc || OMPI_SUCCESS != mca_pml_mpiv_module_init()) {
+        mpiv_p2p_destroy(mca_pml_mpiv.engine);
+        mca_pml_mpiv.engine = NULL;
+        return decline("cannot publish the address through the modex");
+    }
+    opal_output_verbose(2, mca_pml_mpiv.output,
+                        "pml mpiv: selected candidate: %u endpoints, eager limit %u, %u packets, "
+                        "progress %s (server PU %d)", params.endpoints, params.eager_limit,
+                        params.packet_count,
+                        MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
+                        params.server_cpu);
+    *priority = mca_pml_mpiv.priority;
+    return &mca_pml_mpiv_module;
+}
+
+static int component_finalize(void)
+{
+    mca_pml_mpiv_module_fini();
+    mpiv_p2p_destroy(mca_pml_mpiv.engine);
+    mca_pml_mpiv.engine = NULL;
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,20 @@
+# test/gtest/endpoints: shared-memory transport building blocks (queue, segment, CMA).
+noinst_HEADERS += %reldir%/shm_test_util.hpp
+
+check_PROGRAMS += %reldir%/test_mpsc_queue
+TESTS += %reldir%/test_mpsc_queue
+%canon_reldir%_test_mpsc_queue_SOURCES = %reldir%/test_mpsc_queue.cc
+%canon_reldir%_test_mpsc_queue_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_mpsc_queue_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_segment
+TESTS += %reldir%/test_segment
+%canon_reldir%_test_segment_SOURCES = %reldir%/test_segment.cc
+%canon_reldir%_test_segment_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_segment_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_cma
+TESTS += %reldir%/test_cma
+%canon_reldir%_test_cma_SOURCES = %reldir%/test_cma.cc
+%canon_reldir%_test_cma_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_cma_LDADD = $(GTEST_CORE_LIBS)

@@ -1,0 +1,187 @@
+# test/mpi: MPI point-to-point semantics under `mpirun --mca pml $MPIV_TEST_PML` (default mpiv).
+#   Each program NAME is a C11 MPI program (test/mpi/NAME.c, helpers in mpi_test.h).
+#   TESTS holds generated wrappers NAME-npN.sh that run `run.sh NAME N` (N processes);
+#   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
+#   MPIV_TEST_PML=ob1 make check validates the tests themselves.
+EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh
+noinst_HEADERS += %reldir%/mpi_test.h
+
+if HAVE_OMPI
+%canon_reldir%_cppflags = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_cflags = $(AM_CFLAGS) -std=c11 -pthread
+%canon_reldir%_ldflags = $(OMPI_LDFLAGS) -pthread
+
+# One block per program (automake needs them spelled out).
+check_PROGRAMS += %reldir%/p2p_sizes
+%canon_reldir%_p2p_sizes_SOURCES = %reldir%/p2p_sizes.c
+%canon_reldir%_p2p_sizes_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_p2p_sizes_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_p2p_sizes_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_p2p_sizes_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/datatypes
+%canon_reldir%_datatypes_SOURCES = %reldir%/datatypes.c
+%canon_reldir%_datatypes_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_datatypes_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_datatypes_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_datatypes_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/wildcards
+%canon_reldir%_wildcards_SOURCES = %reldir%/wildcards.c
+%canon_reldir%_wildcards_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_wildcards_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_wildcards_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_wildcards_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/probe
+%canon_reldir%_probe_SOURCES = %reldir%/probe.c
+%canon_reldir%_probe_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_probe_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_probe_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_probe_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/cancel
+%canon_reldir%_cancel_SOURCES = %reldir%/cancel.c
+%canon_reldir%_cancel_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_cancel_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_cancel_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_cancel_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/ssend
+%canon_reldir%_ssend_SOURCES = %reldir%/ssend.c
+%canon_reldir%_ssend_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_ssend_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_ssend_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_ssend_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/bsend
+%canon_reldir%_bsend_SOURCES = %reldir%/bsend.c
+%canon_reldir%_bsend_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_bsend_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_bsend_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_bsend_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/persistent
+%canon_reldir%_persistent_SOURCES = %reldir%/persistent.c
+%canon_reldir%_persistent_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_persistent_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_persistent_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_persistent_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/truncate
+%canon_reldir%_truncate_SOURCES = %reldir%/truncate.c
+%canon_reldir%_truncate_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_truncate_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_truncate_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_truncate_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/self
+%canon_reldir%_self_SOURCES = %reldir%/self.c
+%canon_reldir%_self_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_self_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_self_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_self_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/request_free
+%canon_reldir%_request_free_SOURCES = %reldir%/request_free.c
+%canon_reldir%_request_free_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_request_free_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_request_free_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_request_free_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/fig2
+%canon_reldir%_fig2_SOURCES = %reldir%/fig2.c
+%canon_reldir%_fig2_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_fig2_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_fig2_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_fig2_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/mt_stress
+%canon_reldir%_mt_stress_SOURCES = %reldir%/mt_stress.c
+%canon_reldir%_mt_stress_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_mt_stress_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_mt_stress_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_mt_stress_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/collectives
+%canon_reldir%_collectives_SOURCES = %reldir%/collectives.c
+%canon_reldir%_collectives_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_collectives_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_collectives_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_collectives_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/comm_info
+%canon_reldir%_comm_info_SOURCES = %reldir%/comm_info.c
+%canon_reldir%_comm_info_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_comm_info_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_comm_info_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_comm_info_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/abort
+%canon_reldir%_abort_SOURCES = %reldir%/abort.c
+%canon_reldir%_abort_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_abort_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_abort_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_abort_LDADD = $(OMPI_LIBS)
+
+# ult: MPI from mpiv ULTs (links libmpiv for <mpiv/mpiv.h>).
+check_PROGRAMS += %reldir%/ult
+%canon_reldir%_ult_SOURCES = %reldir%/ult.c
+%canon_reldir%_ult_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_ult_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_ult_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_ult_LDADD = libmpiv.la $(OMPI_LIBS)
+
+# Wrappers NAME-npN.sh: the name says which program runs and on how many processes.
+%canon_reldir%_tests = \
+	%reldir%/p2p_sizes-np2.sh \
+	%reldir%/datatypes-np2.sh \
+	%reldir%/wildcards-np4.sh \
+	%reldir%/probe-np2.sh \
+	%reldir%/cancel-np2.sh \
+	%reldir%/ssend-np2.sh \
+	%reldir%/bsend-np2.sh \
+	%reldir%/persistent-np2.sh \
+	%reldir%/truncate-np2.sh \
+	%reldir%/self-np2.sh \
+	%reldir%/request_free-np2.sh \
+	%reldir%/fig2-np2.sh \
+	%reldir%/mt_stress-np2.sh \
+	%reldir%/collectives-np4.sh \
+	%reldir%/comm_info-np3.sh \
+	%reldir%/ult-np2.sh
+# Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
+%canon_reldir%_abort_tests = \
+	%reldir%/abort_mpi-np2.sh \
+	%reldir%/abort_kill-np2.sh
+
+TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) %reldir%/fallback-np2.sh
+CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) %reldir%/fallback-np2.sh
+
+# Settings from configure, overridable from the environment of `make check`.
+%canon_reldir%_wrapper_env = \
+	echo '\#!/bin/sh'; \
+	echo ': "$${MPIV_TEST_MPIRUN:=$(OMPI_MPIRUN)}"'; \
+	echo ': "$${MPIV_TEST_TOP_BUILDDIR:=$(abs_top_builddir)}"'; \
+	echo ': "$${MPIV_TEST_OMPI_PKGLIBDIR:=$(OMPI_PKGLIBDIR)}"'; \
+	echo ': "$${MPIV_TEST_REQUIRE_PML:=1}"'; \
+	echo 'export MPIV_TEST_MPIRUN MPIV_TEST_TOP_BUILDDIR MPIV_TEST_OMPI_PKGLIBDIR MPIV_TEST_REQUIRE_PML'
+
+$(%canon_reldir%_tests): Makefile
+	$(AM_V_GEN)$(MKDIR_P) %reldir% && base=`basename $@ .sh` && { \
+	  $(%canon_reldir%_wrapper_env); \
+	  echo "exec '$(abs_top_srcdir)/%reldir%/run.sh' $${base%-np*} $${base##*-np} \"\$$@\""; \
+	} >$@ && chmod +x $@
+
+%reldir%/fallback-np2.sh: Makefile
+	$(AM_V_GEN)$(MKDIR_P) %reldir% && { \
+	  $(%canon_reldir%_wrapper_env); \
+	  echo "exec '$(abs_top_srcdir)/%reldir%/fallback.sh'"; \
+	} >$@ && chmod +x $@
+
+$(%canon_reldir%_abort_tests): Makefile
+	$(AM_V_GEN)$(MKDIR_P) %reldir% && base=`basename $@ .sh` && base=$${base#abort_} && { \
+	  $(%canon_reldir%_wrapper_env); \
+	  echo "exec '$(abs_top_srcdir)/%reldir%/run.sh' --expect-abort abort $${base##*-np} $${base%-np*}"; \
+	} >$@ && chmod +x $@
+endif

@@ -1,0 +1,79 @@
+/*
+ * ult: MPI from user-level threads (mpiv.h). Each process spawns ULTS ULTs (default 1000,
+ * env MPIV_TEST_ULTS); ULT i exchanges ROUNDS blocking messages with ULT i of the peer on
+ * tag i (rank 0 sends then receives, rank 1 receives then sends back the data it got plus
+ * one), with sizes that cross the eager limit every few rounds. A blocking call blocks only
+ * its ULT: with 1000 ULTs per process on one or two workers the job finishes only if the
+ * others keep running. Content, source, tag and count are checked; the ULT count and the
+ * run time are printed.
+ */
+#include "mpi_test.h"
+
+#include <mpiv/mpiv.h>
+
+#define ROUNDS 4
+
+static int peer;
+
+static size_t round_bytes(int ult, int round)
+{
+    /* mostly small; every fourth ULT also sends one message above the eager limit */
+    return (round == ROUNDS - 1 && ult % 4 == 0) ? 8192 + (size_t) ult : 8 + (size_t) (ult % 64);
+}
+
+static void *ult_body(void *arg)
+{
+    const int ult = (int) (intptr_t) arg;
+    for (int round = 0; round < ROUNDS; ++round) {
+        const size_t bytes = round_bytes(ult, round);
+        const uint32_t seed = (uint32_t) (ult * 131 + round);
+        uint8_t *buf = mt_malloc(bytes);
+        MPI_Status st;
+        int count = -1;
+        if (0 == mt_rank) {
+            mt_fill(buf, bytes, seed);
+            MT_CALL(MPI_Send(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD));
+            MT_CALL(MPI_Recv(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD, &st));
+            mt_fill(buf, bytes, seed + 1); /* what rank 1 returns: pattern of seed + 1 */
+        } else {
+            MT_CALL(MPI_Recv(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD, &st));
+            MT_VERIFY(buf, bytes, seed, "message from rank 0");
+            mt_fill(buf, bytes, seed + 1);
+            MT_CALL(MPI_Send(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD));
+        }
+        MT_EXPECT_EQ("status source", peer, st.MPI_SOURCE);
+        MT_EXPECT_EQ("status tag", ult, st.MPI_TAG);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        MT_EXPECT_EQ("received count", (long) bytes, (long) count);
+        free(buf);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("MPIV_TEST_ULTS");
+    const int nults = env != NULL ? atoi(env) : 1000;
+    mpiv_ult_h *ults;
+    double t0;
+
+    mt_init(&argc, &argv, "ult", MPI_THREAD_MULTIPLE);
+    MT_CHECK(mt_size == 2, "needs 2 processes, got %d", mt_size);
+    MT_CHECK(nults > 0, "MPIV_TEST_ULTS must be positive");
+    peer = 1 - mt_rank;
+    MT_CHECK(MPIV_OK == mpiv_init(NULL), "mpiv_init failed");
+    ults = mt_malloc(sizeof *ults * (size_t) nults);
+    t0 = MPI_Wtime();
+    for (int i = 0; i < nults; ++i) {
+        int rc = mpiv_spawn(ult_body, (void *) (intptr_t) i, MPIV_WORKER_ANY, &ults[i]);
+        MT_CHECK(MPIV_OK == rc, "mpiv_spawn %d: %s", i, mpiv_status_string(rc));
+    }
+    for (int i = 0; i < nults; ++i) {
+        MT_CHECK(MPIV_OK == mpiv_join(ults[i], NULL), "mpiv_join %d", i);
+    }
+    printf("ult: rank %d: %d ULTs x %d rounds in %.2f s\n", mt_rank, nults, ROUNDS,
+           MPI_Wtime() - t0);
+    free(ults);
+    MT_CHECK(MPIV_OK == mpiv_finalize(), "mpiv_finalize failed");
+    return mt_finish();
+}
