@@ -3,7 +3,6 @@
 #include "base/backoff.hpp"
 #include "base/futex.hpp"
 #include "base/log.hpp"
-#include "sched/runtime.hpp"
 #include "sched/worker.hpp"
 
 namespace mpiv::sched {
@@ -28,7 +27,7 @@ void wake(std::uintptr_t token) noexcept
 {
     if ((token & k_ult_tag) != 0) {
         const std::uintptr_t v = token >> 2;
-        runtime::get()->at(static_cast<unsigned>(v >> 20)).wake(static_cast<std::uint32_t>(v & 0xfffff));
+        worker::wake(static_cast<unsigned>(v >> 20), static_cast<std::uint32_t>(v & 0xfffff));
         return;
     }
     auto *p = reinterpret_cast<parker *>(token);
@@ -63,11 +62,25 @@ status sync::oversignaled() noexcept
 
 status sync::complete() noexcept
 {
-    // sync: acq_rel; release pairs with the acquire loads of waiter_ in wait()/test();
-    // acquire pairs with the CAS that registered the waiter. Last access to *this.
-    const std::uintptr_t w = waiter_.exchange(k_done, std::memory_order_acq_rel);
+    // sync: acquire; pairs with the CAS that registered the waiter.
+    std::uintptr_t w = waiter_.load(std::memory_order_acquire);
     if (w == k_done) {
         return oversignaled();
+    }
+    if (w != k_none) {
+        // A registered waiter only reads waiter_ until it sees DONE, and we are the one
+        // completing signaller: a plain store suffices (one locked RMW less per hand-off).
+        // sync: release; pairs with the acquire loads of waiter_ in wait()/test().
+        // Last access to *this.
+        waiter_.store(k_done, std::memory_order_release);
+    } else {
+        // A waiter may be registering right now: take it out atomically.
+        // sync: acq_rel; release pairs with the acquire loads of waiter_ in wait()/test();
+        // acquire pairs with the CAS that registered the waiter. Last access to *this.
+        w = waiter_.exchange(k_done, std::memory_order_acq_rel);
+        if (w == k_done) {
+            return oversignaled();
+        }
     }
     if (w != k_none) {
         wake(w);
@@ -91,7 +104,7 @@ status sync::reset(std::int64_t count) noexcept
 
 status sync::wait() noexcept
 {
-    // sync: acquire; pairs with the exchange in complete().
+    // sync: acquire; pairs with the store or exchange of DONE in complete().
     if (waiter_.load(std::memory_order_acquire) == k_done) {
         return status::ok;
     }
@@ -102,8 +115,8 @@ status sync::wait() noexcept
     const std::uintptr_t token =
         self != nullptr ? ult_token(*self) : reinterpret_cast<std::uintptr_t>(&t_parker);
     std::uintptr_t expected = k_none;
-    // sync: acq_rel; release publishes the token to complete()'s exchange; acquire (on
-    // failure, seeing DONE) pairs with that exchange.
+    // sync: acq_rel; release publishes the token to complete()'s load or exchange;
+    // acquire (on failure, seeing DONE) pairs with the store or exchange of DONE.
     if (!waiter_.compare_exchange_strong(expected, token, std::memory_order_acq_rel,
                                          std::memory_order_acquire)) {
         if (expected == k_done) {
@@ -113,7 +126,7 @@ status sync::wait() noexcept
         return status::busy;
     }
     if (self != nullptr) {
-        // sync: acquire; pairs with the exchange in complete().
+        // sync: acquire; pairs with the store or exchange of DONE in complete().
         while (waiter_.load(std::memory_order_acquire) != k_done) {
             worker::block_current();
         }
@@ -121,7 +134,7 @@ status sync::wait() noexcept
     }
     base::backoff spin(1024);
     for (;;) {
-        // sync: acquire; pairs with the exchange in complete().
+        // sync: acquire; pairs with the store or exchange of DONE in complete().
         if (waiter_.load(std::memory_order_acquire) == k_done) {
             return status::ok;
         }

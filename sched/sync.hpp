@@ -2,15 +2,21 @@
 //
 // Design (seed 000 Algorithm 4, plus the counter DESIGN.md asks for):
 // - count_ holds the completions still missing. signal() decrements it; the signal that
-//   reaches zero publishes DONE in waiter_ with one exchange and wakes whoever it took
-//   out: a ULT (bit set in its worker's runset) or a pthread (futex on its parker). A
-//   sync armed for one completion (the common case) skips count_.
+//   reaches zero publishes DONE in waiter_ and wakes whoever it took out: a ULT (its
+//   worker's runset, or the direct hand-off slot when the signaller runs on that worker)
+//   or a pthread (futex on its parker). A sync armed for one completion (the common case)
+//   skips count_.
+// - Publishing DONE: if waiter_ already holds a token, nobody but the completing
+//   signaller writes waiter_ any more, so a release store suffices; otherwise a waiter
+//   may be registering concurrently and one exchange decides who came first. A signal
+//   that races with the completing one on a count-1 sync (a caller bug: more signals
+//   than the count) is reported as oversignaled only if it comes after DONE is visible.
 // - waiter_ is NONE, DONE, or a waiter token registered by wait() with one CAS. So a
 //   signal may come before the wait (the wait then sees DONE and returns at once), from
 //   any thread, and a Waitall over N requests is one sync with count N that wakes once.
-// - Lifetime rule: the completing signaller's last access to the sync is the exchange
-//   that writes DONE; waiters and test() report completion only when they see DONE, so
-//   the owner may free the sync as soon as wait() or test() says it is complete.
+// - Lifetime rule: the completing signaller's last access to the sync is the store or
+//   exchange that writes DONE; waiters and test() report completion only when they see
+//   DONE, so the owner may free the sync as soon as wait() or test() says it is complete.
 // - Wake-ups may be spurious (a stale runset bit, a stale futex store): every blocking
 //   loop re-checks waiter_.
 // Memory: 24 bytes, both words written by signallers: keep it in one line; do not pack
@@ -42,7 +48,7 @@ class sync {
     /// True once complete (safe to free the sync then).
     bool test() const noexcept
     {
-        // sync: acquire; pairs with the acq_rel exchange in complete().
+        // sync: acquire; pairs with the release store or exchange of DONE in complete().
         return waiter_.load(std::memory_order_acquire) == k_done;
     }
 

@@ -8,23 +8,14 @@
 
 #include "base/backoff.hpp"
 #include "base/log.hpp"
+#include "sched/runtime.hpp"
 
 namespace mpiv::sched {
 namespace {
 
-// initial-exec: these are read on every switch; the general-dynamic model would call
-// __tls_get_addr each time. libmpiv.so is small enough for the static TLS surplus glibc
-// keeps for libraries loaded later (as when Open MPI dlopens the PML component).
-thread_local worker *t_worker __attribute__((tls_model("initial-exec"))) = nullptr;
-thread_local ult *t_current __attribute__((tls_model("initial-exec"))) = nullptr;
-
-// Transfer values a ULT passes back to its scheduler.
-void *const k_switch = nullptr;
-void *const k_exit = reinterpret_cast<void *>(1);
-
 bool yield_hook() noexcept
 {
-    if (t_current == nullptr) {
+    if (worker::current_ult() == nullptr) {
         return false;
     }
     worker::yield_current();
@@ -63,6 +54,7 @@ worker::worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwl
         slots_ = static_cast<slot *>(p);
     }
     stack_cache_.reserve(k_stack_cache);
+    local_stacks_.reserve(k_stack_cache);
 }
 
 worker::~worker()
@@ -76,6 +68,9 @@ worker::~worker()
         munmap(slots_, slots_bytes_);
     }
     for (const stack_region &s : stack_cache_) {
+        stacks_.put(s);
+    }
+    for (const stack_region &s : local_stacks_) {
         stacks_.put(s);
     }
     hwloc_bitmap_free(pu_);
@@ -122,7 +117,7 @@ void worker::main()
                   s != nullptr ? s : "?", std::strerror(errno));
         std::free(s);
     }
-    t_worker = this;
+    t_worker_ = this;
     base::set_thread_yield_hook(yield_hook);
     adopt_thread(sched_ctx_);
     // sync: release; pairs with the acquire load in start().
@@ -130,12 +125,13 @@ void worker::main()
     // sync: acquire; pairs with the release store in stop().
     while (!stop_.load(std::memory_order_acquire)) {
         const std::uint32_t limit = fresh_.load(std::memory_order_relaxed);
+        streak_ = 0;
         if (runset_.drain(limit, [this](std::uint32_t id) { dispatch(id); }) == 0) {
             idle();
         }
     }
     base::set_thread_yield_hook(nullptr);
-    t_worker = nullptr;
+    t_worker_ = nullptr;
 }
 
 void worker::idle()
@@ -164,23 +160,33 @@ void worker::idle()
 
 void worker::dispatch(std::uint32_t id)
 {
-    slot &s = slot_at(id);
-    // sync: acquire; pairs with the release store of state in spawn(): u is complete.
-    // Ids above fresh_ never get a bit, so the slot is constructed.
-    if (s.state.load(std::memory_order_acquire) != slot_state::live) {
-        return; // stale wake-up of an exited or free id
-    }
-    ult *u = s.u;
-    t_current = u;
-    dispatches_.store(dispatches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    void *why = jump(sched_ctx_, u->ctx, k_switch);
-    t_current = nullptr;
-    if (why != k_exit) {
-        return;
-    }
-    retire(u->ctx);
-    const stack_region stack = u->stack;
-    {
+    do {
+        slot &s = slot_at(id);
+        // sync: acquire; pairs with the release store of state in spawn(): u is complete.
+        // Ids above fresh_ never get a bit, so the slot is constructed.
+        if (s.state.load(std::memory_order_acquire) != slot_state::live) {
+            continue; // stale wake-up of an exited or free id
+        }
+        ult *u = s.u;
+        t_current_ = u;
+        count_dispatch();
+        // The ULT that comes back may be another one (direct switches in between).
+        void *exited = jump(sched_ctx_, u->ctx, k_suspended);
+        t_current_ = nullptr;
+        if (exited != k_suspended) {
+            reap(*static_cast<ult *>(exited));
+        }
+    } while ((id = take_next()) != k_no_id);
+}
+
+void worker::reap(ult &u)
+{
+    retire(u.ctx);
+    const std::uint32_t id = u.id;
+    const stack_region stack = u.stack;
+    if (u.local_stack && local_stacks_.size() < k_stack_cache) {
+        local_stacks_.push_back(stack); // where its spawner's next spawn looks first
+    } else {
         alloc_guard g(alloc_lock_);
         if (stack_cache_.size() < k_stack_cache) {
             stack_cache_.push_back(stack);
@@ -188,6 +194,7 @@ void worker::dispatch(std::uint32_t id)
             stacks_.put(stack);
         }
     }
+    slot &s = slot_at(id);
     if (s.detached) {
         release_id(id); // nobody joins it
         return;
@@ -204,8 +211,23 @@ void worker::entry(void *, void *arg)
     worker *w = u->owner;
     void *r = u->func(u->arg);
     w->slot_at(u->id).retval = r;
-    jump(u->ctx, w->sched_ctx_, k_exit, true);
+    jump(u->ctx, w->sched_ctx_, u, true);
     __builtin_unreachable();
+}
+
+void worker::wake_remote(unsigned w, std::uint32_t id) noexcept
+{
+    runtime::get()->at(w).wake_remote(id);
+}
+
+void worker::wake_remote(std::uint32_t id) noexcept
+{
+    runset_.set(id);
+    // seq_cst: after the runset's seq_cst level-2 OR (Dekker pair with idle()).
+    if (sleeping_.load(std::memory_order_seq_cst) != 0 &&
+        sleeping_.exchange(0, std::memory_order_relaxed) != 0) {
+        base::futex_wake(sleeping_);
+    }
 }
 
 status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64_t &handle)
@@ -214,6 +236,14 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     stack_region stack;
     bool have_stack = false;
     bool fresh = false;
+    // A spawner on the worker's own thread (a ULT spawning a child there) takes a stack
+    // from the owner-only cache without the lock; its ULT returns the stack there.
+    const bool local = t_worker_ == this;
+    if (local && !local_stacks_.empty()) {
+        stack = local_stacks_.back();
+        local_stacks_.pop_back();
+        have_stack = true;
+    }
     {
         alloc_guard g(alloc_lock_);
         if (!free_ids_.empty()) {
@@ -225,9 +255,12 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
         } else {
             base::log(base::log_level::warn, "worker %u: %u ULTs alive or unjoined: capacity reached",
                       id_, capacity_);
+            if (have_stack) {
+                local_stacks_.push_back(stack);
+            }
             return status::capacity;
         }
-        if (!stack_cache_.empty()) {
+        if (!have_stack && !stack_cache_.empty()) {
             stack = stack_cache_.back();
             stack_cache_.pop_back();
             have_stack = true;
@@ -252,6 +285,7 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     u->stack = stack;
     u->owner = this;
     u->id = id;
+    u->local_stack = local;
     make(u->ctx, stack.lo, static_cast<std::size_t>(reinterpret_cast<char *>(u) - static_cast<char *>(stack.lo)),
          entry, u);
 
@@ -282,7 +316,7 @@ status worker::join(std::uint64_t handle, void **ret)
         return status::invalid_handle;
     }
     slot &s = slot_at(id);
-    const ult *self = t_current;
+    const ult *self = t_current_;
     if (self != nullptr && self->owner == this && self->id == id &&
         (s.tag.load(std::memory_order_relaxed) >> 1) == gen) {
         base::log(base::log_level::warn, "join: a ULT cannot join itself");
@@ -348,10 +382,6 @@ std::vector<std::uint32_t> worker::live_ids(std::size_t max) const
     return ids;
 }
 
-worker *worker::current() noexcept { return t_worker; }
-
-ult *worker::current_ult() noexcept { return t_current; }
-
 std::uint64_t worker::handle_of(const ult &u) const noexcept
 {
     const std::uint64_t gen = slot_at(u.id).tag.load(std::memory_order_relaxed) >> 1;
@@ -360,16 +390,10 @@ std::uint64_t worker::handle_of(const ult &u) const noexcept
 
 void worker::yield_current() noexcept
 {
-    ult *u = t_current;
+    ult *u = t_current_;
     worker *w = u->owner;
     w->runset_.set(u->id);
-    (void)jump(u->ctx, w->sched_ctx_, k_switch);
-}
-
-void worker::block_current() noexcept
-{
-    ult *u = t_current;
-    (void)jump(u->ctx, u->owner->sched_ctx_, k_switch);
+    w->suspend(*u);
 }
 
 } // namespace mpiv::sched

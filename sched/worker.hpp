@@ -11,11 +11,25 @@
 //   doubled join fails cleanly even if Γ was reused meanwhile.
 // - Spawn may be called from any thread: it takes an id and a cached stack under the
 //   worker's small alloc lock, builds the context, publishes the slot (state = live,
-//   release) and sets the id in the runset.
+//   release) and wakes the id. A ULT's stack returns to the cache its spawner draws
+//   from: owner-only local_stacks_ (no lock) if it was spawned on the worker's own
+//   thread, the shared cache otherwise; so both spawn patterns keep reusing hot stacks.
 // - The scheduler loop (only on the worker's thread) drains the runset and switches to
-//   each id whose slot is live; stale ids are skipped. A ULT returns control with a
-//   transfer value: k_exit when it finished, so the scheduler frees its stack (it can't
-//   free the stack it runs on) and then signals the join sync.
+//   each id whose slot is live; stale ids are skipped. An exiting ULT switches to the
+//   scheduler with its own ult* as transfer value (nullptr means "suspended"), so the
+//   scheduler frees its stack (it can't free the stack it runs on) and then signals the
+//   join sync.
+// - Direct hand-off: a wake-up issued on the worker's own thread (a ULT or the scheduler
+//   signalling a ULT of the same worker, or spawning one there) does not touch the
+//   runset: the id goes to next_, a plain owner-only field. Whenever the running ULT
+//   blocks, yields or exits, next_ runs first: a blocking or yielding ULT switches
+//   straight to it (one switch, no scheduler pass), the scheduler runs it right after the
+//   ULT that came back. A second local wake-up while next_ is taken goes to the runset.
+//   Wake-ups from other threads always go through the runset (they need its atomics).
+// - Fairness: direct switches bypass the runset, so each scheduling pass allows at most
+//   k_max_streak of them (streak_, reset by the pass); past that, next_ goes to the
+//   runset. An id set in the runset thus runs within two passes, each at most
+//   (ids set) + k_max_streak dispatches long.
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -48,6 +62,7 @@ struct alignas(64) ult {
     stack_region stack;
     worker *owner;
     std::uint32_t id;
+    bool local_stack; ///< spawned on the owner's thread: the stack goes back to local_stacks_
 };
 
 enum class slot_state : std::uint32_t { free = 0, live = 1, exited = 2 };
@@ -64,6 +79,9 @@ struct slot {
 
 class worker {
   public:
+    /// Direct switches (next_) allowed per scheduling pass: the fairness bound's slack.
+    static constexpr std::uint32_t k_max_streak = 32;
+
     worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
            hwloc_const_cpuset_t pu);
     ~worker();
@@ -79,14 +97,24 @@ class worker {
     [[nodiscard]] status spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64_t &handle);
     [[nodiscard]] status join(std::uint64_t handle, void **ret);
 
-    /// Mark @p id runnable and wake the worker if it sleeps. Any thread.
+    /// Mark @p id runnable and wake the worker if it sleeps. Any thread; on the worker's
+    /// own thread this is the direct hand-off (next_).
     void wake(std::uint32_t id) noexcept
     {
-        runset_.set(id);
-        // seq_cst: after the runset's seq_cst level-2 OR (Dekker pair with idle()).
-        if (sleeping_.load(std::memory_order_seq_cst) != 0 &&
-            sleeping_.exchange(0, std::memory_order_relaxed) != 0) {
-            base::futex_wake(sleeping_);
+        if (t_worker_ == this) {
+            wake_local(id);
+        } else {
+            wake_remote(id);
+        }
+    }
+    /// wake(id) on worker @p w of the running runtime (a sync's waiter token).
+    static void wake(unsigned w, std::uint32_t id) noexcept
+    {
+        worker *self = t_worker_;
+        if (self != nullptr && self->id_ == w) {
+            self->wake_local(id); // the hand-off path skips the runtime lookup
+        } else {
+            wake_remote(w, id);
         }
     }
 
@@ -106,26 +134,89 @@ class worker {
     static std::uint32_t handle_worker(std::uint64_t h) noexcept { return (h >> 20) & 0xfff; }
 
     /// The worker running the calling thread, or nullptr.
-    static worker *current() noexcept;
+    static worker *current() noexcept { return t_worker_; }
     /// The ULT running on the calling thread, or nullptr.
-    static ult *current_ult() noexcept;
+    static ult *current_ult() noexcept { return t_current_; }
     /// Handle of @p u (a live ULT of this worker).
     std::uint64_t handle_of(const ult &u) const noexcept;
 
     /// Yield the calling ULT (it runs again within a bounded number of dispatches).
     static void yield_current() noexcept;
     /// Suspend the calling ULT until its id is woken. Returns after a wake-up, which may
-    /// be spurious: callers re-check their condition.
-    static void block_current() noexcept;
+    /// be spurious: callers re-check their condition. Inline, so the switch happens in
+    /// the caller's frame: the switch's indirect jump leaves the return-stack predictor
+    /// one entry off, so each return of the resumed ULT up its call chain mispredicts;
+    /// one frame less is one misprediction less per hand-off.
+    static void block_current() noexcept
+    {
+        ult *u = t_current_;
+        u->owner->suspend(*u);
+    }
 
   private:
     static constexpr std::uint32_t k_stack_cache = 64;
+    static constexpr std::uint32_t k_no_id = ~std::uint32_t{0};
+    /// Transfer value of a suspending switch; an exiting ULT passes its ult* instead.
+    static constexpr void *k_suspended = nullptr;
     static void entry(void *transfer, void *arg);
     void main();
     void dispatch(std::uint32_t id);
+    void reap(ult &u);
+    /// wake() from the worker's own thread: it is awake and nothing else touches next_.
+    void wake_local(std::uint32_t id) noexcept
+    {
+        if (next_ == k_no_id) {
+            next_ = id;
+        } else {
+            runset_.set(id);
+        }
+    }
+    void wake_remote(std::uint32_t id) noexcept;
+    static void wake_remote(unsigned w, std::uint32_t id) noexcept;
+    std::uint32_t take_next() noexcept
+    {
+        const std::uint32_t id = next_;
+        if (id == k_no_id) {
+            return k_no_id;
+        }
+        next_ = k_no_id;
+        if (streak_ >= k_max_streak) {
+            runset_.set(id); // fairness: let the runset's ids run first
+            return k_no_id;
+        }
+        ++streak_;
+        return id;
+    }
+    void count_dispatch() noexcept
+    {
+        dispatches_.store(dispatches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    /// Switch away from the running ULT @p u: to next_ if it is live, else to the
+    /// scheduler. Returns when @p u is resumed (whoever resumes it sets t_current_).
+    void suspend(ult &u) noexcept
+    {
+        const std::uint32_t id = take_next();
+        if (id != k_no_id) {
+            const slot &s = slot_at(id);
+            // sync: acquire; pairs with the release store of state in spawn(): u is complete.
+            if (s.state.load(std::memory_order_acquire) == slot_state::live) {
+                t_current_ = s.u;
+                count_dispatch();
+                (void)jump(u.ctx, s.u->ctx, k_suspended);
+                return;
+            }
+        }
+        (void)jump(u.ctx, sched_ctx_, k_suspended);
+    }
     void idle();
     void release_id(std::uint32_t id);
     slot &slot_at(std::uint32_t id) const noexcept { return slots_[id]; }
+
+    // initial-exec: read on every switch; the general-dynamic model would call
+    // __tls_get_addr each time. libmpiv.so is small enough for the static TLS surplus
+    // glibc keeps for libraries loaded later (as when Open MPI dlopens the PML component).
+    static inline thread_local worker *t_worker_ __attribute__((tls_model("initial-exec"))) = nullptr;
+    static inline thread_local ult *t_current_ __attribute__((tls_model("initial-exec"))) = nullptr;
 
     const std::uint32_t id_;
     const std::uint32_t capacity_;
@@ -142,6 +233,12 @@ class worker {
     std::atomic<bool> stop_{false};
     std::atomic<bool> running_{false};
     alignas(k_false_sharing) std::atomic<std::uint64_t> dispatches_{0}; ///< owner-written
+    std::uint32_t next_ = k_no_id; ///< direct hand-off target; owner-only
+    std::uint32_t streak_ = 0;     ///< direct switches in this pass; owner-only
+    // Stacks of ULTs spawned on the worker's own thread; owner-only, so spawn and exit
+    // there take no lock for the stack. Free ids stay in the shared list: a private id
+    // cache would hide ids from other spawners and make the capacity limit inexact.
+    std::vector<stack_region> local_stacks_;
 
     // Allocation state, under alloc_lock_ (spawners on any thread, exits on the worker).
     alignas(k_false_sharing) std::atomic<bool> alloc_lock_{false};

@@ -111,6 +111,10 @@ MPIV_API mpiv_status_t mpiv_num_workers(unsigned *count_p);
  *                   worker when the caller is a ULT, else round robin)
  * @param[out] ult_p handle for mpiv_join(); may be NULL for a detached ULT, whose
  *                   resources are reclaimed when it returns
+ *
+ * A ULT spawned by a ULT of the same worker runs as soon as its spawner blocks, yields
+ * or returns. Each ULT keeps its own floating-point control state (rounding mode,
+ * exception masks; it starts with the spawner's); status flags belong to the worker.
  * @return MPIV_OK; MPIV_ERR_INVALID_ARG; MPIV_ERR_NOT_INITIALIZED; MPIV_ERR_CAPACITY
  *         when the worker holds max_ults_per_worker ULTs; MPIV_ERR_NOMEM
  * @context thread-safe, from ULTs and pthreads; never blocks
@@ -183,8 +187,13 @@ MPIV_API mpiv_status_t mpiv_sync_reset(mpiv_sync_h sync, int64_t count);
 
 /**
  * @brief Record one completion; the last one wakes the waiter.
+ *
+ * A ULT woken by a signal from its own worker (another ULT there) runs as soon as the
+ * signaller blocks, yields or returns, without a scheduling pass (direct hand-off); the
+ * worker still runs every other runnable ULT within a bounded number of steps.
  * @return MPIV_OK; MPIV_ERR_OVERSIGNALED when the count was already zero (the signal is
- *         ignored); MPIV_ERR_INVALID_HANDLE
+ *         ignored; a surplus signal racing with the completing one may go unreported);
+ *         MPIV_ERR_INVALID_HANDLE
  * @context any thread (ULT, worker, pthread, progress thread); never blocks; hot path
  */
 MPIV_API mpiv_status_t mpiv_sync_signal(mpiv_sync_h sync);

@@ -7,6 +7,11 @@
  *   [sp+56] return address
  * Only callee-saved state is kept: the caller of mpiv_ctx_jump treats it as an ordinary
  * call, so the compiler has already spilled everything else.
+ * Floating-point *control* state (MXCSR bits 6-15: rounding, masks, FTZ/DAZ; the x87
+ * control word) is per context; the MXCSR status flags (bits 0-5) stay with the thread,
+ * as FPSR does on AArch64. A control register is reloaded only when the resumed context's
+ * value differs: almost every switch finds them equal, and LDMXCSR/FLDCW stall the
+ * pipeline (LDMXCSR cost tens of ns per spawn+join when the flags were part of it).
  */
     .text
 
@@ -29,11 +34,24 @@ mpiv_ctx_jump:
     subq    $8, %rsp
     stmxcsr (%rsp)
     fnstcw  4(%rsp)
+    movl    (%rsp), %ecx        /* MXCSR of the suspended side */
+    movzwl  4(%rsp), %r8d       /* x87 control word of the suspended side */
     movq    %rsp, (%rdi)
     movq    %rsi, %rsp
+    movl    (%rsp), %eax
+    xorl    %ecx, %eax
+    testl   $0xffc0, %eax
+    jz      1f
+    xorl    %ecx, %eax          /* the resumed side's MXCSR ...                      */
+    andl    $0x3f, %ecx
+    andl    $-0x40, %eax
+    orl     %ecx, %eax          /* ... with the thread's current status flags        */
+    movl    %eax, (%rsp)
     ldmxcsr (%rsp)
+1:  cmpw    4(%rsp), %r8w
+    je      2f
     fldcw   4(%rsp)
-    addq    $8, %rsp
+2:  addq    $8, %rsp
     popq    %r12
     popq    %r13
     popq    %r14

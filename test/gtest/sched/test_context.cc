@@ -79,6 +79,34 @@ TEST(context, floating_point_control_state_is_per_context)
     mpiv::sched::retire(f.fiber);
 }
 
+// Status flags (FE_INEXACT, ...) belong to the thread, not to a context: a flag a fiber
+// raises under another rounding mode is still raised after switching back (x86-64 keeps
+// MXCSR bits 0-5 when it reloads the control bits; AArch64 never switches FPSR).
+void flags_entry(void *, void *arg)
+{
+    auto *f = static_cast<fp_fixture *>(arg);
+    mpiv::sched::enter(f->fiber);
+    std::fesetround(FE_UPWARD);
+    volatile double third = 1.0;
+    third = third / 3.0; // inexact
+    for (;;) {
+        mpiv::sched::jump(f->fiber, f->main_ctx, nullptr);
+    }
+}
+
+TEST(context, floating_point_status_flags_belong_to_the_thread)
+{
+    fp_fixture f;
+    mpiv::sched::adopt_thread(f.main_ctx);
+    std::feclearexcept(FE_ALL_EXCEPT);
+    mpiv::sched::make(f.fiber, f.stack.data(), f.stack.size(), flags_entry, &f);
+    mpiv::sched::jump(f.main_ctx, f.fiber, nullptr);
+    EXPECT_EQ(std::fegetround(), FE_TONEAREST) << "the fiber's rounding mode leaked back";
+    EXPECT_NE(std::fetestexcept(FE_INEXACT), 0) << "the flag raised in the fiber was lost";
+    std::feclearexcept(FE_ALL_EXCEPT);
+    mpiv::sched::retire(f.fiber);
+}
+
 // Many live values across a switch: the compiler keeps them in callee-saved registers.
 struct reg_fixture {
     context main_ctx;

@@ -354,6 +354,139 @@ TEST_F(sched_test, runnable_ult_runs_within_bounded_steps)
     }
 }
 
+// Direct hand-off: two ULTs of one worker that keep waking each other switch straight to
+// one another, bypassing the runset. They must not starve it: a ULT woken from another
+// thread still runs within two passes, each at most (ids in the runset) + k_max_streak
+// dispatches long.
+struct handoff_state {
+    sync ping{1};
+    sync pong{1};
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> rounds{0};
+    sync wake{1};
+    std::atomic<bool> target_waiting{false};
+    std::atomic<std::uint64_t> ran_at{0};
+    runtime *rt = nullptr;
+};
+
+// One token goes back and forth. Whoever holds it when stop is set re-arms its own sync,
+// passes the token a last time and returns; the partner then returns on receiving it.
+void *handoff_ping(void *arg)
+{
+    auto *st = static_cast<handoff_state *>(arg);
+    for (;;) {
+        EXPECT_EQ(st->ping.reset(1), status::ok);
+        EXPECT_EQ(st->pong.signal(), status::ok);
+        EXPECT_EQ(st->ping.wait(), status::ok);
+        if (st->stop.load(std::memory_order_relaxed)) {
+            EXPECT_EQ(st->ping.reset(1), status::ok);
+            EXPECT_EQ(st->pong.signal(), status::ok);
+            return nullptr;
+        }
+        st->rounds.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void *handoff_pong(void *arg)
+{
+    auto *st = static_cast<handoff_state *>(arg);
+    for (;;) {
+        EXPECT_EQ(st->pong.wait(), status::ok);
+        EXPECT_EQ(st->pong.reset(1), status::ok);
+        EXPECT_EQ(st->ping.signal(), status::ok);
+        if (st->stop.load(std::memory_order_relaxed)) {
+            return nullptr;
+        }
+    }
+}
+
+TEST_F(sched_test, direct_handoff_does_not_starve_the_runset)
+{
+    start(1);
+    constexpr int n = 50;
+    const int trials = static_cast<int>(mpiv::test::iterations(10, 3));
+    for (int trial = 0; trial < trials; ++trial) {
+        handoff_state st;
+        st.rt = rt_;
+        std::vector<std::uint64_t> h;
+        auto target = spawn([](void *a) -> void * {
+            auto *s = static_cast<handoff_state *>(a);
+            // sync: release; pairs with the acquire load below: registered soon after.
+            s->target_waiting.store(true, std::memory_order_release);
+            EXPECT_EQ(s->wake.wait(), status::ok);
+            s->ran_at.store(s->rt->at(0).dispatches(), std::memory_order_relaxed);
+            return nullptr;
+        }, &st, 0);
+        for (int i = 0; i < n; ++i) {
+            h.push_back(spawn([](void *a) -> void * {
+                auto *s = static_cast<handoff_state *>(a);
+                while (!s->stop.load(std::memory_order_relaxed)) {
+                    mpiv::sched::worker::yield_current();
+                }
+                return nullptr;
+            }, &st, 0));
+        }
+        h.push_back(spawn(handoff_pong, &st, 0));
+        h.push_back(spawn(handoff_ping, &st, 0));
+        // sync: acquire; pairs with the release store in the target.
+        while (!st.target_waiting.load(std::memory_order_acquire) ||
+               st.rounds.load(std::memory_order_relaxed) < 1000) {
+            std::this_thread::yield();
+        }
+        while (!st.wake.has_waiter()) {
+            std::this_thread::yield();
+        }
+        const std::uint64_t signalled_at = rt_->at(0).dispatches();
+        ASSERT_EQ(st.wake.signal(), status::ok); // from a pthread: through the runset
+        ASSERT_EQ(rt_->join(target, nullptr), status::ok);
+        const std::uint64_t rounds_before_stop = st.rounds.load(std::memory_order_relaxed);
+        st.stop.store(true, std::memory_order_relaxed);
+        for (auto x : h) {
+            ASSERT_EQ(rt_->join(x, nullptr), status::ok);
+        }
+        const std::uint64_t ran_at = st.ran_at.load(std::memory_order_relaxed);
+        ASSERT_GT(ran_at, signalled_at);
+        EXPECT_LE(ran_at - signalled_at, 2u * (n + 3 + mpiv::sched::worker::k_max_streak))
+            << "trial " << trial;
+        EXPECT_GE(rounds_before_stop, 1000u);
+    }
+}
+
+// A ULT that spawns and joins children on its own worker hands the worker to each child
+// and back directly; the children's stacks come from the worker-private cache.
+TEST_F(sched_test, local_spawn_join_hands_off_and_reuses_stacks)
+{
+    start(2);
+    struct result {
+        std::set<std::uintptr_t> pages;
+        bool ok = true;
+    } res;
+    auto parent = spawn([](void *a) -> void * {
+        auto *r = static_cast<result *>(a);
+        runtime *rt = runtime::get();
+        for (int i = 0; i < 1000; ++i) {
+            std::uint64_t h = 0;
+            if (rt->spawn([](void *) -> void * {
+                    int local = 0;
+                    return reinterpret_cast<void *>(reinterpret_cast<std::uintptr_t>(&local) >> 12);
+                }, nullptr, MPIV_WORKER_ANY, false, h) != status::ok) {
+                r->ok = false;
+                break;
+            }
+            void *page = nullptr;
+            if (rt->join(h, &page) != status::ok) {
+                r->ok = false;
+                break;
+            }
+            r->pages.insert(reinterpret_cast<std::uintptr_t>(page));
+        }
+        return nullptr;
+    }, &res, 1);
+    ASSERT_EQ(rt_->join(parent, nullptr), status::ok);
+    EXPECT_TRUE(res.ok);
+    EXPECT_LE(res.pages.size(), 2u) << "sequential local ULTs should reuse one cached stack";
+}
+
 TEST_F(sched_test, stacks_are_reused)
 {
     start(1);
