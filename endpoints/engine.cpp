@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include <hwloc.h>
 #include <unistd.h>
@@ -49,8 +50,36 @@ static_assert(sizeof(segment_header) <= k_page, "the header fits in the first pa
 constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
 
 // Endpoint of the calling thread, assigned round robin on first use (shared by every
-// engine of the process: tests may create several).
-thread_local std::uint32_t tl_endpoint = UINT32_MAX;
+// engine of the process: tests may create several). initial-exec, as in sched/worker.hpp:
+// no __tls_get_addr call on the data path of a library Open MPI loads with dlopen.
+thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
+
+// One spare inmsg per thread: in a ping-pong the thread that delivers a message is the
+// one that receives the next, so arrivals need no malloc. Freed at thread exit.
+static_assert(std::is_trivially_destructible_v<inmsg>, "spare inmsgs are reused in place");
+struct spare_inmsg {
+    inmsg *m = nullptr;
+    ~spare_inmsg() { delete m; }
+};
+thread_local spare_inmsg tl_spare;
+
+inmsg *alloc_inmsg() noexcept
+{
+    if (inmsg *m = tl_spare.m) {
+        tl_spare.m = nullptr;
+        return new (m) inmsg; // fresh node state (inmsg is trivially destructible)
+    }
+    return new (std::nothrow) inmsg;
+}
+
+void free_inmsg(inmsg *m) noexcept
+{
+    if (tl_spare.m == nullptr) {
+        tl_spare.m = m;
+    } else {
+        delete m;
+    }
+}
 
 } // namespace
 
@@ -532,6 +561,12 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     // After a successful push of a message that waits for ACK/FIN, op may complete on
     // another thread at any time: read nothing from it afterwards.
     if (!try_send(op)) {
+        if (w.kind == wire_kind::eager_inline) {
+            // The wire holds the whole message: queue a copy, the send is done.
+            post_outbound(nullptr, peer, &w);
+            st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
+            return status::ok;
+        }
         post_outbound(&op, op.peer, nullptr);
         return status::inprogress;
     }
@@ -579,7 +614,7 @@ void engine::deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_
         break;
     }
     st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size), error};
-    delete &m;
+    free_inmsg(&m);
 }
 
 void engine::complete_recv(recv_op &op, inmsg &m) noexcept
@@ -602,7 +637,7 @@ void engine::arrive(comm_state &comm, inmsg &m) noexcept
         base::log(base::log_level::error,
                   "mpiv: dropping a message with a bad envelope (cid %u source %d tag %d): %s",
                   m.w.cid, m.w.source, m.w.tag, mpiv_status_string(to_c(s)));
-        delete &m;
+        free_inmsg(&m);
         return;
     }
     while (match::msg_node *mn = matched.pop()) {
@@ -630,7 +665,7 @@ void engine::handle(const wire &w) noexcept
                   static_cast<unsigned>(w.kind));
         return;
     }
-    auto *m = new (std::nothrow) inmsg;
+    inmsg *m = alloc_inmsg();
     if (m == nullptr) {
         base::log(base::log_level::error, "mpiv: out of memory receiving a message; aborting");
         std::abort();
@@ -642,7 +677,7 @@ void engine::handle(const wire &w) noexcept
         void *p = nullptr;
         if (w.from >= params_.num_peers || peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
             base::log(base::log_level::error, "mpiv: bad packet offset from peer %u dropped", w.from);
-            delete m;
+            free_inmsg(m);
             return;
         }
         m->packet = p;
@@ -744,8 +779,12 @@ int engine::progress() noexcept
 // ------------------------------------------------------------------ waiting
 
 namespace {
-thread_local waiter tl_waiter; // a pthread's waits (one at a time per thread)
-constexpr int k_spin_polls = 64;       // progress polls before a pthread parks or owns
+// A pthread's waits (one at a time per thread); initial-exec as tl_endpoint.
+thread_local waiter tl_waiter __attribute__((tls_model("initial-exec")));
+// Progress polls before a pthread parks or takes ownership: long when it waits alone
+// (latency), short when other threads wait too (they need the CPU more).
+constexpr int k_spin_polls_alone = 4096;
+constexpr int k_spin_polls_crowd = 64;
 constexpr int k_owner_idle_polls = 2000; // idle polls before the owner sleeps
 constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
 constexpr long k_park_timeout_ns = 10000000;     // parked: re-check ownership every 10 ms
@@ -779,9 +818,15 @@ void engine::wake(waiter *w) noexcept
     if (w->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         // seq_cst: Dekker with owner_loop() (its owner store, then its remaining check).
         const bool owner = w->owner.load(std::memory_order_seq_cst);
-        w->word.fetch_add(1, std::memory_order_release);
-        base::futex_wake(w->word, 1);
-        if (owner) {
+        // seq_cst: Dekker with sleep_on_word() (its asleep store, then its remaining
+        // check): a waiter that is not asleep sees the completion without a system call.
+        if (w->asleep.load(std::memory_order_seq_cst)) {
+            w->word.fetch_add(1, std::memory_order_release);
+            base::futex_wake(w->word, 1);
+        }
+        // seq_cst (the decrement above is the RMW half of the Dekker with owner_loop's
+        // sleeping increment + fence): ring only an owner asleep on the doorbell.
+        if (owner && sleeping_->load(std::memory_order_seq_cst) != 0) {
             doorbell_->fetch_add(1, std::memory_order_relaxed);
             base::futex_wake_shared(*doorbell_, 1);
         }
@@ -878,7 +923,17 @@ bool engine::inbound_idle() noexcept
 
 void engine::pthread_wait(waiter &w) noexcept
 {
-    for (int i = 0; i < k_spin_polls; ++i) {
+    // Relaxed: only sizes the spin.
+    const int spins = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) == 0
+                          ? k_spin_polls_alone
+                          : k_spin_polls_crowd;
+    pthread_wait_slow(w, spins);
+    pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void engine::pthread_wait_slow(waiter &w, int spins) noexcept
+{
+    for (int i = 0; i < spins; ++i) {
         // Acquire: pairs with the acq_rel decrement in wake().
         if (w.remaining.load(std::memory_order_acquire) <= 0) {
             return;
@@ -894,7 +949,7 @@ void engine::pthread_wait(waiter &w) noexcept
             if (w.remaining.load(std::memory_order_acquire) <= 0) {
                 return;
             }
-            base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+            sleep_on_word(w, seen);
         }
     }
     for (;;) {
@@ -931,9 +986,20 @@ void engine::pthread_wait(waiter &w) noexcept
             return;
         }
         if (!w.promoted.load(std::memory_order_acquire)) {
-            base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+            sleep_on_word(w, seen);
         }
     }
+}
+
+void engine::sleep_on_word(waiter &w, std::uint32_t seen) noexcept
+{
+    // seq_cst: Dekker with wake() (see there); promotions always call futex_wake.
+    w.asleep.store(true, std::memory_order_seq_cst);
+    if (w.remaining.load(std::memory_order_seq_cst) > 0 &&
+        !w.promoted.load(std::memory_order_seq_cst)) {
+        base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+    }
+    w.asleep.store(false, std::memory_order_relaxed);
 }
 
 void engine::owner_loop(waiter &w) noexcept

@@ -78,6 +78,7 @@ struct wire {
 };
 static_assert(sizeof(wire) == 56, "a wire header fills one queue slot's payload");
 constexpr std::size_t k_inline_max = sizeof(wire{}.u.data);
+static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI promises this inline size");
 
 /// An arrived message while the engine owns it.
 struct inmsg : match::msg_node {
@@ -121,6 +122,7 @@ struct waiter {
     std::atomic<std::uint32_t> word{0};         // futex word, bumped per wake-up event
     std::atomic<bool> owner{false};             // drives progress right now
     std::atomic<bool> promoted{false};          // made owner by the leaving owner
+    std::atomic<bool> asleep{false};            // in (or entering) a futex wait on word
     waiter *next = nullptr;                     // parked list (engine::park_mu_)
     bool parked = false;                        // engine::park_mu_
 };
@@ -213,7 +215,9 @@ class engine {
     void ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept;
     bool inbound_idle() noexcept;
     void pthread_wait(waiter &w) noexcept;
+    void pthread_wait_slow(waiter &w, int spins) noexcept;
     void owner_loop(waiter &w) noexcept;
+    void sleep_on_word(waiter &w, std::uint32_t seen) noexcept;
     void leave_owner() noexcept;
     void promote_next_locked() noexcept; // park_mu_ held
     void unpark_locked(waiter &w) noexcept; // park_mu_ held
@@ -246,14 +250,15 @@ class engine {
     bool runtime_ref_ = false;
 
     // Progress ownership among waiting pthreads.
+    alignas(k_false_sharing) std::atomic<std::int32_t> pthread_waiters_{0};
     std::mutex park_mu_;
     bool owner_taken_ = false; // park_mu_
     waiter *parked_ = nullptr; // park_mu_
 
     // Outbound items waiting for a packet or a queue slot.
     struct outbound {
-        send_op *op;        // a data send, or nullptr for a control message
-        std::uint32_t peer; // destination of a control message
+        send_op *op;        // a data send, or nullptr for a self-contained wire
+        std::uint32_t peer; // destination of a self-contained wire
         wire control;
     };
     alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};

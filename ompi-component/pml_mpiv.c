@@ -121,6 +121,11 @@ static int map_status(int s)
     }
 }
 
+static void req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t kind, bool persistent,
+                     void *buf, size_t count, ompi_datatype_t *dt, int peer, int tag,
+                     mca_pml_base_send_mode_t mode, ompi_communicator_t *comm);
+
+/* A request from the free list, holding references on comm and dt. */
 static mca_pml_mpiv_request_t *req_alloc(mca_pml_mpiv_req_kind_t kind, bool persistent,
                                          void *buf, size_t count, ompi_datatype_t *dt, int peer,
                                          int tag, mca_pml_base_send_mode_t mode,
@@ -131,6 +136,21 @@ static mca_pml_mpiv_request_t *req_alloc(mca_pml_mpiv_req_kind_t kind, bool pers
     if (NULL == req) {
         return NULL;
     }
+    req_init(req, kind, persistent, buf, count, dt, peer, tag, mode, comm);
+    if (NULL != comm) {
+        OBJ_RETAIN(comm);
+    }
+    if (NULL != dt) {
+        OMPI_DATATYPE_RETAIN(dt);
+    }
+    return req;
+}
+
+/* Set up a request for one operation (references to comm and dt are the caller's). */
+static void req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t kind, bool persistent,
+                     void *buf, size_t count, ompi_datatype_t *dt, int peer, int tag,
+                     mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
+{
     OMPI_REQUEST_INIT(&req->ompi, persistent);
     req->ompi.req_mpi_object.comm = comm;
     req->ompi.req_status.MPI_SOURCE = MPI_ANY_SOURCE;
@@ -152,13 +172,6 @@ static mca_pml_mpiv_request_t *req_alloc(mca_pml_mpiv_req_kind_t kind, bool pers
     req->pack_buf = NULL;
     req->pack_size = 0;
     req->pack_bsend = false;
-    if (NULL != comm) {
-        OBJ_RETAIN(comm);
-    }
-    if (NULL != dt) {
-        OMPI_DATATYPE_RETAIN(dt);
-    }
-    return req;
 }
 
 static void req_release(mca_pml_mpiv_request_t *req)
@@ -555,10 +568,39 @@ static int mpiv_isend_init(const void *buf, size_t count, ompi_datatype_t *dt, i
     return OMPI_SUCCESS;
 }
 
+/* Small standard sends travel inside the queue slot and complete at once: no request
+ * (as ob1's send-inline path). Returns false when the send does not qualify. */
+static bool send_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
+                        mca_pml_base_send_mode_t mode, ompi_communicator_t *comm, int *rc)
+{
+    mpiv_p2p_op_t op;
+    mpiv_p2p_status_t st;
+    uint32_t peer;
+    size_t bytes;
+    char *start;
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode || MCA_PML_BASE_SEND_BUFFERED == mode ||
+        !contiguous(dt, count, buf, &start, &bytes) || bytes > MPIV_P2P_INLINE_MAX) {
+        return false;
+    }
+    *rc = peer_index(comm, dst, &peer);
+    if (OMPI_SUCCESS == *rc) {
+        *rc = map_status(mpiv_p2p_isend(mca_pml_mpiv.engine, engine_comm(comm), peer,
+                                        comm->c_my_rank, dst, tag, start, bytes, 0, NULL, &op, &st));
+    }
+    return true;
+}
+
 static int mpiv_isend(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
                       mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
                       ompi_request_t **request)
 {
+    int rc;
+    if (send_inline(buf, count, dt, dst, tag, mode, comm, &rc)) {
+        if (OMPI_SUCCESS == rc) {
+            *request = &ompi_request_empty;
+        }
+        return rc;
+    }
     return start_new(req_alloc(MPIV_REQ_SEND, false, (void *) buf, count, dt, dst, tag, mode, comm),
                      send_start, request);
 }
@@ -753,7 +795,12 @@ static int mpiv_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst
                      mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
 {
     ompi_request_t *r = NULL;
-    int rc = mpiv_isend(buf, count, dt, dst, tag, mode, comm, &r);
+    int rc;
+    if (send_inline(buf, count, dt, dst, tag, mode, comm, &rc)) {
+        return rc;
+    }
+    rc = start_new(req_alloc(MPIV_REQ_SEND, false, (void *) buf, count, dt, dst, tag, mode, comm),
+                   send_start, &r);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -816,15 +863,32 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
                      recv_start, request);
 }
 
+/* A blocking receive uses a request on the stack: no free list, no references (the
+ * call outlives the operation). Before the frame goes away the engine's side must be
+ * done with it: it sets MPIV_REQ_DONE last. */
 static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                      ompi_communicator_t *comm, ompi_status_public_t *status)
 {
-    ompi_request_t *r = NULL;
-    int rc = mpiv_irecv(buf, count, dt, src, tag, comm, &r);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
+    mca_pml_mpiv_request_t req;
+    ompi_request_t *r = &req.ompi;
+    int rc;
+    OBJ_CONSTRUCT(&req, mca_pml_mpiv_request_t);
+    req_init(&req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
+             comm);
+    rc = recv_start(&req);
+    if (OMPI_SUCCESS == rc) {
+        (void) wait_mpiv_all(1, &r);
+        while (!(__atomic_load_n(&req.pml_state, __ATOMIC_ACQUIRE) & MPIV_REQ_DONE)) {
+            sched_yield();
+        }
+        rc = req.ompi.req_status.MPI_ERROR;
+        if (NULL != status) {
+            *status = req.ompi.req_status;
+        }
     }
-    return wait_and_free((mca_pml_mpiv_request_t *) r, status);
+    OMPI_REQUEST_FINI(&req.ompi);
+    OBJ_DESTRUCT(&req);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ persistent start */
