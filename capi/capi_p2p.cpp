@@ -44,6 +44,7 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->packet_count = 512;
     params->progress = MPIV_P2P_PROGRESS_INLINE;
     params->server_cpu = -1;
+    params->lock = MPIV_P2P_LOCK_MCS;
     params->complete = nullptr;
     return MPIV_OK;
 }

@@ -8,6 +8,9 @@
 
 #include <hwloc.h>
 #include <unistd.h>
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include "base/backoff.hpp"
 #include "base/futex.hpp"
@@ -48,6 +51,40 @@ struct segment_header {
 static_assert(sizeof(segment_header) <= k_page, "the header fits in the first page");
 
 constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
+
+// ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
+// one slot through two mappings at different addresses (two engines of one process in
+// tests). One process-wide key stands for it: released before every push, acquired after
+// every pop.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
+char tsan_queue_key;
+#endif
+inline void tsan_pushing()
+{
+#if defined(__SANITIZE_THREAD__)
+    __tsan_release(&tsan_queue_key);
+#endif
+}
+inline void tsan_popped()
+{
+#if defined(__SANITIZE_THREAD__)
+    __tsan_acquire(&tsan_queue_key);
+#endif
+}
+// Fill a packet of our pool. For the same reason TSan cannot order its previous use (the
+// receiver returns it through its own mapping): the copy is not instrumented.
+inline void copy_to_packet(void *packet, const void *src, std::size_t n)
+{
+#if defined(__SANITIZE_THREAD__)
+    __tsan_ignore_thread_begin();
+    std::memcpy(packet, src, n);
+    __tsan_ignore_thread_end();
+#else
+    std::memcpy(packet, src, n);
+#endif
+}
 
 // Endpoint of the calling thread, assigned round robin on first use (shared by every
 // engine of the process: tests may create several). initial-exec, as in sched/worker.hpp:
@@ -96,7 +133,10 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
         base::log(base::log_level::error, "mpiv_p2p_create: parameter complete is NULL");
         return status::invalid_arg;
     }
-    if (params.num_peers == 0 || params.self >= params.num_peers) {
+    if (params.num_peers == 0) {
+        return bad("num_peers", params.num_peers);
+    }
+    if (params.self >= params.num_peers) {
         return bad("self", params.self);
     }
     if (params.endpoints == 0 || params.endpoints > k_max_endpoints) {
@@ -113,6 +153,10 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     }
     if (params.progress != MPIV_P2P_PROGRESS_INLINE && params.progress != MPIV_P2P_PROGRESS_SERVER) {
         return bad("progress", static_cast<unsigned long>(params.progress));
+    }
+    if (params.lock != MPIV_P2P_LOCK_MCS && params.lock != MPIV_P2P_LOCK_HMCS &&
+        params.lock != MPIV_P2P_LOCK_TICKET) {
+        return bad("lock", static_cast<unsigned long>(params.lock));
     }
     if (!shm::cma_available()) {
         base::log(base::log_level::error,
@@ -350,7 +394,18 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
     cp.cid = cid;
     cp.size = size;
     cp.assertions = flags;
-    status s = match::comm::create(*table_, cp, c->match);
+    status s = status::invalid_arg;
+    switch (params_.lock) {
+    case MPIV_P2P_LOCK_MCS:
+        s = comm_mcs::create(*table_, cp, c->mcs);
+        break;
+    case MPIV_P2P_LOCK_HMCS:
+        s = comm_hmcs::create(*table_, cp, c->hmcs);
+        break;
+    case MPIV_P2P_LOCK_TICKET:
+        s = comm_ticket::create(*table_, cp, c->ticket);
+        break;
+    }
     if (s != status::ok) {
         return s;
     }
@@ -409,6 +464,7 @@ bool engine::push(std::uint32_t peer, const wire &w) noexcept
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
     const std::size_t first = my_endpoint() % n;
+    tsan_pushing();
     for (std::size_t i = 0; i < n; ++i) {
         if (p.queues[(first + i) % n].try_push(&w, sizeof w) == status::ok) {
             ring(p.doorbell, p.sleeping);
@@ -430,33 +486,49 @@ void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_
     }
 }
 
-bool engine::try_send(send_op &op) noexcept
+bool engine::try_send(send_op &op, bool &waits) noexcept
 {
-    if (op.w.kind == wire_kind::eager_packet) {
-        void *packet = nullptr;
-        const std::uint32_t ep = my_endpoint();
-        if (pool_.get(ep, packet) != status::ok) {
-            return false;
-        }
-        std::memcpy(packet, op.buf, op.w.size);
+    const std::uint32_t ep = my_endpoint();
+    void *packet = nullptr;
+    if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr &&
+        pool_.get(ep, packet) != status::ok) {
+        // No packet: go rendezvous rather than wait. Unexpected messages keep their packets
+        // until their receives, which may come only after this message (MPI's progress
+        // rule: Isend(1), Isend(2) against Recv(2), Recv(1) completes).
+        op.w.kind = wire_kind::rts;
+        op.w.u.ref.where = reinterpret_cast<std::uintptr_t>(op.buf);
+        op.queued_ack = true;
+    }
+    if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr) {
+        copy_to_packet(packet, op.buf, op.w.size);
         std::uint64_t offset = 0;
         (void)pool_.region().offset_of(packet, offset);
         op.w.u.ref.where = offset;
-        if (!push(op.peer, op.w)) {
-            (void)pool_.put(ep, packet);
-            return false;
-        }
-        return true;
+        op.packet = packet;
     }
-    return push(op.peer, op.w);
+    if (op.seq_comm != nullptr) {
+        std::uint32_t seq = 0;
+        if (op.seq_comm->match([&](auto &m) { return m.next_send_seq(op.dest, seq); }) !=
+            status::ok) {
+            return false; // no memory for the peer's state yet: retry later
+        }
+        op.w.seq = seq;
+        op.seq_comm = nullptr;
+    }
+    waits = op.queued_ack; // read before the push: op may complete at once after it
+    if (!push(op.peer, op.w)) {
+        return false; // keeps its packet and number: only a queue slot is missing
+    }
+    op.packet = nullptr;
+    return true;
 }
 
-void engine::post_outbound(send_op *op, std::uint32_t peer, const wire *control) noexcept
+void engine::post_outbound(send_op *op, const send_op *copy) noexcept
 {
-    std::lock_guard<std::mutex> guard(outbound_mu_);
-    outbound item{op, peer, {}};
-    if (control != nullptr) {
-        item.control = *control;
+    std::lock_guard<base::ticket_lock> guard(outbound_mu_);
+    outbound item{op, {}};
+    if (copy != nullptr) {
+        item.copy = *copy;
     }
     try {
         outbound_.push_back(item);
@@ -464,20 +536,23 @@ void engine::post_outbound(send_op *op, std::uint32_t peer, const wire *control)
         base::log(base::log_level::error, "mpiv: out of memory queueing a send; aborting");
         std::abort();
     }
-    // Relaxed: a hint for progress(); the mutex orders the list itself.
+    // Relaxed: a hint for progress() and isend(); the lock orders the list itself, and a
+    // thread always sees its own earlier increments (its sends stay in order).
     outbound_count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
                           std::uint64_t bytes) noexcept
 {
-    wire w{};
-    w.kind = kind;
-    w.from = params_.self;
-    w.size = bytes;
-    w.u.ref.token = token;
-    if (!push(peer, w)) {
-        post_outbound(nullptr, peer, &w);
+    send_op c{};
+    c.type = op_type::send;
+    c.peer = peer;
+    c.w.kind = kind;
+    c.w.from = params_.self;
+    c.w.size = bytes;
+    c.w.u.ref.token = token;
+    if (!push(peer, c.w)) {
+        post_outbound(nullptr, &c);
     }
 }
 
@@ -486,20 +561,20 @@ int engine::drain_outbound() noexcept
     std::vector<send_op *> done;
     int events = 0;
     {
-        std::unique_lock<std::mutex> lock(outbound_mu_, std::try_to_lock);
+        std::unique_lock<base::ticket_lock> lock(outbound_mu_, std::try_to_lock);
         if (!lock.owns_lock()) {
             return 0;
         }
         for (auto it = outbound_.begin(); it != outbound_.end();) {
             // Read before sending: a send that waits for ACK/FIN may complete (and its
             // storage be reused) as soon as it is pushed.
-            const bool local_completion = it->op != nullptr && !it->op->queued_ack;
-            const bool sent = it->op != nullptr ? try_send(*it->op) : push(it->peer, it->control);
+            bool waits = true;
+            const bool sent = try_send(it->op != nullptr ? *it->op : it->copy, waits);
             if (!sent) {
                 // The pool or the queues are full: later items would fail the same way.
                 break;
             }
-            if (local_completion) {
+            if (it->op != nullptr && !waits) {
                 done.push_back(it->op);
             }
             it = outbound_.erase(it);
@@ -522,10 +597,8 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         (buf == nullptr && bytes != 0)) {
         return status::invalid_arg;
     }
-    std::uint32_t seq = 0;
-    status s = comm.match->next_send_seq(dest, seq);
-    if (s != status::ok) {
-        return s;
+    if (dest < 0 || dest >= comm.match([](auto &m) { return m.size(); })) {
+        return status::invalid_arg;
     }
     const bool sync = (flags & MPIV_P2P_SEND_SYNC) != 0;
     op.type = op_type::send;
@@ -533,6 +606,8 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     op.dest = dest;
     op.user = user;
     op.buf = buf;
+    op.seq_comm = &comm;
+    op.packet = nullptr;
     wire &w = op.w;
     w = wire{};
     w.flags = sync ? k_wire_sync : 0;
@@ -540,7 +615,6 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     w.from = params_.self;
     w.source = self_rank;
     w.tag = tag;
-    w.seq = seq;
     w.size = bytes;
     if (!sync && bytes <= k_inline_max) {
         w.kind = wire_kind::eager_inline;
@@ -557,17 +631,18 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     }
     op.queued_ack = sync || w.kind == wire_kind::rts;
-    const bool waits = op.queued_ack;
-    // After a successful push of a message that waits for ACK/FIN, op may complete on
-    // another thread at any time: read nothing from it afterwards.
-    if (!try_send(op)) {
+    bool waits = true;
+    // Sends wait behind queued ones (a thread's sends keep their order). After a
+    // successful push of a message that waits for ACK/FIN, op may complete on another
+    // thread at any time: read nothing from it afterwards.
+    if (outbound_count_.load(std::memory_order_relaxed) != 0 || !try_send(op, waits)) {
         if (w.kind == wire_kind::eager_inline) {
             // The wire holds the whole message: queue a copy, the send is done.
-            post_outbound(nullptr, peer, &w);
+            post_outbound(nullptr, &op);
             st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
             return status::ok;
         }
-        post_outbound(&op, op.peer, nullptr);
+        post_outbound(&op, nullptr);
         return status::inprogress;
     }
     if (waits) {
@@ -632,7 +707,7 @@ void engine::arrive(comm_state &comm, inmsg &m) noexcept
     env.seq = m.w.seq;
     env.size = m.w.size;
     match::match_list matched;
-    const status s = comm.match->arrive(m, env, matched);
+    const status s = comm.match([&](auto &c) { return c.arrive(m, env, matched); });
     if (s != status::ok) {
         base::log(base::log_level::error,
                   "mpiv: dropping a message with a bad envelope (cid %u source %d tag %d): %s",
@@ -710,20 +785,23 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag, vo
     op.user = user;
     op.buf = buf;
     op.capacity = bytes;
-    const status s = comm.match->post(op, source, tag);
+    const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
         deliver(static_cast<inmsg &>(*op.matched_msg()), buf, bytes, st);
     }
     return s;
 }
 
-status engine::cancel(recv_op &op) noexcept { return op.comm->match->cancel(op); }
+status engine::cancel(recv_op &op) noexcept
+{
+    return op.comm->match([&](auto &c) { return c.cancel(op); });
+}
 
 status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
                       mpiv_p2p_status_t &st) noexcept
 {
     match::envelope env;
-    const status s = comm.match->probe(source, tag, env);
+    const status s = comm.match([&](auto &c) { return c.probe(source, tag, env); });
     if (s == status::ok) {
         st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
     }
@@ -734,7 +812,7 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
                        mpiv_p2p_status_t &st) noexcept
 {
     match::msg_node *m = nullptr;
-    const status s = comm.match->mprobe(source, tag, m);
+    const status s = comm.match([&](auto &c) { return c.mprobe(source, tag, m); });
     if (s == status::ok) {
         const match::envelope &env = m->env();
         st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
@@ -764,6 +842,7 @@ int engine::progress() noexcept
         }
         const int k = q.drain(
             [this](const void *payload) {
+                tsan_popped();
                 wire w;
                 std::memcpy(&w, payload, sizeof w);
                 handle(w);

@@ -11,14 +11,20 @@
 //   sender's region, or (rendezvous) the sender's buffer address. The sender's operation
 //   address travels as a token and comes back in ACK (synchronous eager send, after the
 //   match) and FIN (rendezvous, after the receiver's single process_vm_readv copy).
-// - Matching. Each communicator is a match::comm (full MPI rules); an arrival becomes an
+// - Matching. Each communicator is a match::basic_comm (full MPI rules) whose TLP lock
+//   kind is an engine parameter (P-MCS-MCS, P-HMCS-MCS, ticket); an arrival becomes an
 //   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
 //   to its owner's region when the message is consumed. Arrivals for a context id that
 //   has no communicator yet wait in a pending list that comm_create drains.
-// - Back-pressure. A send that finds no packet or a full queue goes to the outbound list
-//   (its sequence number is already drawn; the receiver's order restores it) and
-//   progress() retries it; control messages (ACK, FIN) likewise. Nothing is dropped.
-// - Threads. All calls are thread-safe. Each thread is bound on first use to an endpoint
+// - Back-pressure. A send never waits for a packet: with none free (unexpected messages
+//   at receivers may hold them all until their receives are posted) an eager send goes
+//   by rendezvous instead. A send that finds the queues full goes to the outbound list
+//   and progress() retries it; sends queue behind queued ones, so a thread's sends keep
+//   their order. The sender's sequence number is drawn only when the send is ready to
+//   push (see send_op): a stuck send never holds a number that later messages, held by
+//   the receiver, would wait for. ACK and FIN queue the same way. Nothing is dropped.
+// - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
+//   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each thread is bound on first use to an endpoint
 //   (round robin): it sends through that endpoint's packets to the peer endpoint of the
 //   same index and drains that queue first. Each queue has one drainer at a time (the
 //   queue's try-lock); progress() may run in any number of threads. The outbound list is
@@ -92,6 +98,12 @@ struct comm_state;
 /// Operation storage (inside mpiv_p2p_op_t).
 enum class op_type : std::uint8_t { none, send, recv };
 
+struct comm_state;
+
+/// A send until it is pushed (then, for sync and rendezvous sends, until ACK/FIN).
+/// The sequence number is drawn only once the send holds everything but a queue slot
+/// (which the receiver frees by draining, whatever it holds): a number drawn by a stuck
+/// send would make the receiver hold every later message of that sender forever.
 struct send_op {
     op_type type;
     bool queued_ack;         // waiting for ACK/FIN
@@ -99,6 +111,8 @@ struct send_op {
     std::int32_t dest;       // rank in the communicator (reported in the status)
     void *user;
     const void *buf;
+    comm_state *seq_comm;    // draw w.seq from this communicator before the push; or null
+    void *packet;            // eager packet acquired for this send, not yet pushed
     wire w;                  // prepared header
 };
 
@@ -127,10 +141,30 @@ struct waiter {
     bool parked = false;                        // engine::park_mu_
 };
 
-/// Per-communicator state: the matching engine plus the context id.
+/// Matching engines by TLP lock kind (mpiv_p2p_params_t::lock).
+using comm_mcs = match::basic_comm<base::p_mcs_mcs_lock>;
+using comm_hmcs = match::basic_comm<base::p_hmcs_mcs_lock>;
+using comm_ticket = match::basic_comm<base::tlp_lock<base::ticket_lock, base::ticket_lock>>;
+
+/// Per-communicator state: the matching engine (one of three lock kinds) and the
+/// context id.
 struct comm_state {
-    std::unique_ptr<match::comm> match;
+    std::unique_ptr<comm_mcs> mcs;
+    std::unique_ptr<comm_hmcs> hmcs;
+    std::unique_ptr<comm_ticket> ticket;
     std::uint16_t cid;
+
+    /// Call @p f with the matching engine, whichever lock kind it has.
+    template <class F> decltype(auto) match(F &&f)
+    {
+        if (mcs != nullptr) {
+            return f(*mcs);
+        }
+        if (hmcs != nullptr) {
+            return f(*hmcs);
+        }
+        return f(*ticket);
+    }
 };
 
 /// A mapped peer: its queues and packet region (views into its segment).
@@ -201,8 +235,10 @@ class engine {
     status init() noexcept;
 
     std::uint32_t my_endpoint() noexcept;
-    bool try_send(send_op &op) noexcept;
-    void post_outbound(send_op *op, std::uint32_t peer, const wire *control) noexcept;
+    // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
+    // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
+    bool try_send(send_op &op, bool &waits) noexcept;
+    void post_outbound(send_op *op, const send_op *copy) noexcept;
     bool push(std::uint32_t peer, const wire &w) noexcept;
     void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
                       std::uint64_t bytes) noexcept;
@@ -257,12 +293,13 @@ class engine {
 
     // Outbound items waiting for a packet or a queue slot.
     struct outbound {
-        send_op *op;        // a data send, or nullptr for a self-contained wire
-        std::uint32_t peer; // destination of a self-contained wire
-        wire control;
+        send_op *op;  // a send in the caller's storage, or nullptr: use copy
+        send_op copy; // a self-contained send (inline payload, ACK, FIN)
     };
     alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};
-    std::mutex outbound_mu_;
+    // A lock that yields a waiting ULT (a drainer may yield inside the pool while holding
+    // it; a std::mutex would then block the worker under its owner).
+    base::ticket_lock outbound_mu_;
     std::deque<outbound> outbound_;
 
     alignas(k_false_sharing) std::atomic<std::uint32_t> next_endpoint_{0};

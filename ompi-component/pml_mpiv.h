@@ -35,6 +35,7 @@ typedef struct mca_pml_mpiv_globals {
     int eager_limit;
     int packet_count;
     int queue_slots;
+    int lock;             /* mpiv_p2p_lock_t */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */
     bool decline;         /* decline in init (testing the fallback) */

@@ -32,6 +32,7 @@ mca_pml_mpiv_globals_t mca_pml_mpiv = {
     .eager_limit = 4096,
     .packet_count = 1024,
     .queue_slots = 1024,
+    .lock = MPIV_P2P_LOCK_MCS,
     .output = -1,
 };
 
@@ -58,6 +59,13 @@ static const mca_base_var_enum_value_t progress_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t lock_values[] = {
+    {MPIV_P2P_LOCK_MCS, "mcs"},
+    {MPIV_P2P_LOCK_HMCS, "hmcs"},
+    {MPIV_P2P_LOCK_TICKET, "ticket"},
+    {0, NULL},
+};
+
 static void reg_int(const char *name, const char *help, int level, int *storage)
 {
     (void) mca_base_component_var_register(&mca_pml_mpiv_component.pmlm_version, name, help,
@@ -67,7 +75,7 @@ static void reg_int(const char *name, const char *help, int level, int *storage)
 
 static int component_register(void)
 {
-    mca_base_var_enum_t *progress_enum = NULL;
+    mca_base_var_enum_t *progress_enum = NULL, *lock_enum = NULL;
 
     reg_int("priority", "Selection priority of the mpiv PML (ob1 has 20)", OPAL_INFO_LVL_3,
             &mca_pml_mpiv.priority);
@@ -86,6 +94,15 @@ static int component_register(void)
         "PU exists)", MCA_BASE_VAR_TYPE_INT, progress_enum, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.progress);
     OBJ_RELEASE(progress_enum);
+    (void) mca_base_var_enum_create("pml_mpiv_lock", lock_values, &lock_enum);
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "lock",
+        "Two-level priority lock guarding the shared matching slow paths (wildcard and "
+        "unexpected lists; issuing threads high priority, progress pollers low): mcs "
+        "(P-MCS-MCS), hmcs (P-HMCS-MCS, hierarchical over the hwloc levels), ticket",
+        MCA_BASE_VAR_TYPE_INT, lock_enum, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_mpiv.lock);
+    OBJ_RELEASE(lock_enum);
     reg_int("eager_limit",
             "Largest message (bytes) sent eagerly; larger ones use rendezvous with a single "
             "process_vm_readv copy. 0..1048576; it is also the packet size",
@@ -246,6 +263,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.eager_limit = (uint32_t) mca_pml_mpiv.eager_limit;
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
     params.complete = mca_pml_mpiv_complete;
+    params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;
     params.server_cpu = -1;
     params.progress = MPIV_P2P_PROGRESS_INLINE;
     if (MCA_PML_MPIV_PROGRESS_INLINE != mca_pml_mpiv.progress) {
@@ -269,10 +287,10 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
                         "pml mpiv: selected candidate: %u endpoints, eager limit %u, %u packets, "
-                        "progress %s (server PU %d)", params.endpoints, params.eager_limit,
-                        params.packet_count,
+                        "progress %s (server PU %d), lock %s", params.endpoints,
+                        params.eager_limit, params.packet_count,
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
-                        params.server_cpu);
+                        params.server_cpu, lock_values[params.lock].string);
     *priority = mca_pml_mpiv.priority;
     return &mca_pml_mpiv_module;
 }

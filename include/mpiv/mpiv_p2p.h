@@ -66,6 +66,15 @@ typedef enum mpiv_p2p_progress_mode {
     MPIV_P2P_PROGRESS_SERVER = 1  /**< also a communication-server thread */
 } mpiv_p2p_progress_mode_t;
 
+/** Kind of the two-level priority (TLP) lock that guards each communicator's shared
+ *  matching slow paths (wildcards, unexpected lists): its high-priority sub-lock, over an
+ *  MCS low-priority one unless stated (seed 004). */
+typedef enum mpiv_p2p_lock {
+    MPIV_P2P_LOCK_MCS = 0,   /**< P-MCS-MCS (the default) */
+    MPIV_P2P_LOCK_HMCS = 1,  /**< P-HMCS-MCS: hierarchical MCS over the hwloc levels */
+    MPIV_P2P_LOCK_TICKET = 2 /**< ticket locks for both classes */
+} mpiv_p2p_lock_t;
+
 /** Engine parameters (every field must be set; mpiv_p2p_params_default fills them). */
 typedef struct mpiv_p2p_params {
     uint32_t self;            /**< this process's peer index */
@@ -76,11 +85,12 @@ typedef struct mpiv_p2p_params {
     uint32_t packet_count;    /**< packets in the pool, 1 .. 2^20 */
     mpiv_p2p_progress_mode_t progress;
     int server_cpu;           /**< PU (OS index) for the server thread, -1: not pinned */
+    mpiv_p2p_lock_t lock;     /**< TLP lock kind of the matching slow paths */
     mpiv_p2p_complete_fn complete; /**< completion callback, not NULL */
 } mpiv_p2p_params_t;
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
- *  4096-byte eager limit, 512 packets, inline progress, complete NULL). */
+ *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet.

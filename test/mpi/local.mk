@@ -3,7 +3,7 @@
 #   TESTS holds generated wrappers NAME-npN.sh that run `run.sh NAME N` (N processes);
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
-EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh
+EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -155,8 +155,9 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_mpi-np2.sh \
 	%reldir%/abort_kill-np2.sh
 
-TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) %reldir%/fallback-np2.sh
-CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) %reldir%/fallback-np2.sh
+%canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh
+TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
+CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 
 # Settings from configure, overridable from the environment of `make check`.
 %canon_reldir%_wrapper_env = \
@@ -173,10 +174,11 @@ $(%canon_reldir%_tests): Makefile
 	  echo "exec '$(abs_top_srcdir)/%reldir%/run.sh' $${base%-np*} $${base##*-np} \"\$$@\""; \
 	} >$@ && chmod +x $@
 
-%reldir%/fallback-np2.sh: Makefile
-	$(AM_V_GEN)$(MKDIR_P) %reldir% && { \
+# Wrappers of scripts: NAME-npN.sh runs NAME.sh (which picks its own process counts).
+$(%canon_reldir%_script_tests): Makefile
+	$(AM_V_GEN)$(MKDIR_P) %reldir% && base=`basename $@ .sh` && { \
 	  $(%canon_reldir%_wrapper_env); \
-	  echo "exec '$(abs_top_srcdir)/%reldir%/fallback.sh'"; \
+	  echo "exec '$(abs_top_srcdir)/%reldir%/$${base%-np*}.sh'"; \
 	} >$@ && chmod +x $@
 
 $(%canon_reldir%_abort_tests): Makefile
