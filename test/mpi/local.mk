@@ -3,7 +3,7 @@
 #   TESTS holds generated wrappers NAME-npN.sh that run `run.sh NAME N` (N processes);
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
-EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh
+EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -155,7 +155,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_mpi-np2.sh \
 	%reldir%/abort_kill-np2.sh
 
-%canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh
+%canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh
 TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 
