@@ -77,6 +77,9 @@ inline void tsan_popped()
 // receiver returns it through its own mapping): the copy is not instrumented.
 inline void copy_to_packet(void *packet, const void *src, std::size_t n)
 {
+    if (n == 0) {
+        return; // src may be NULL (an empty synchronous send): memcpy forbids it
+    }
 #if defined(__SANITIZE_THREAD__)
     __tsan_ignore_thread_begin();
     std::memcpy(packet, src, n);
@@ -151,12 +154,20 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     if (params.packet_count == 0 || params.packet_count > k_max_packets) {
         return bad("packet_count", params.packet_count);
     }
-    if (params.progress != MPIV_P2P_PROGRESS_INLINE && params.progress != MPIV_P2P_PROGRESS_SERVER) {
-        return bad("progress", static_cast<unsigned long>(params.progress));
+    // Enums are read as integers: a C caller may store any value, and loading one outside
+    // the enumerators' range as a C++ enum is undefined.
+    const auto enum_value = [](const auto &field) {
+        std::underlying_type_t<std::decay_t<decltype(field)>> v;
+        std::memcpy(&v, &field, sizeof v);
+        return static_cast<unsigned long>(v);
+    };
+    const unsigned long progress = enum_value(params.progress);
+    if (progress != MPIV_P2P_PROGRESS_INLINE && progress != MPIV_P2P_PROGRESS_SERVER) {
+        return bad("progress", progress);
     }
-    if (params.lock != MPIV_P2P_LOCK_MCS && params.lock != MPIV_P2P_LOCK_HMCS &&
-        params.lock != MPIV_P2P_LOCK_TICKET) {
-        return bad("lock", static_cast<unsigned long>(params.lock));
+    const unsigned long lock = enum_value(params.lock);
+    if (lock != MPIV_P2P_LOCK_MCS && lock != MPIV_P2P_LOCK_HMCS && lock != MPIV_P2P_LOCK_TICKET) {
+        return bad("lock", lock);
     }
     if (!shm::cma_available()) {
         base::log(base::log_level::error,
@@ -858,8 +869,57 @@ int engine::progress() noexcept
 // ------------------------------------------------------------------ waiting
 
 namespace {
-// A pthread's waits (one at a time per thread); initial-exec as tl_endpoint.
-thread_local waiter tl_waiter __attribute__((tls_model("initial-exec")));
+// A pthread's waiter (one wait at a time per thread). It is not thread-local storage: a
+// waker may still read it (owner, asleep) after the decrement that let the wait return,
+// and the thread may exit right then. Waiters of exited threads are recycled through a
+// process-wide free list and never freed; a late access then meets a reused waiter and
+// costs at most a spurious wake-up.
+struct waiter_pool {
+    std::mutex mu;
+    std::vector<waiter *> free;
+    std::vector<std::unique_ptr<waiter>> all; // owns every pthread waiter ever made
+};
+waiter_pool &pthread_waiters()
+{
+    static waiter_pool *pool = new waiter_pool; // never destroyed: threads may outlive exit()
+    return *pool;
+}
+thread_local waiter *tl_waiter __attribute__((tls_model("initial-exec"))) = nullptr;
+struct waiter_release {
+    ~waiter_release()
+    {
+        if (tl_waiter != nullptr) {
+            waiter_pool &p = pthread_waiters();
+            std::lock_guard<std::mutex> guard(p.mu);
+            p.free.push_back(tl_waiter); // capacity reserved when the waiter was made
+            tl_waiter = nullptr;
+        }
+    }
+};
+thread_local waiter_release tl_waiter_release;
+
+waiter &my_pthread_waiter()
+{
+    if (tl_waiter == nullptr) {
+        waiter_pool &p = pthread_waiters();
+        std::lock_guard<std::mutex> guard(p.mu);
+        if (!p.free.empty()) {
+            tl_waiter = p.free.back();
+            p.free.pop_back();
+        } else {
+            try {
+                p.all.push_back(std::make_unique<waiter>());
+                p.free.reserve(p.all.size());
+                tl_waiter = p.all.back().get();
+            } catch (const std::bad_alloc &) {
+                base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+                std::abort();
+            }
+        }
+        (void)&tl_waiter_release; // registers the thread-exit hand-back
+    }
+    return *tl_waiter;
+}
 // Progress polls before a pthread parks or takes ownership: long when it waits alone
 // (latency), short when other threads wait too (they need the CPU more).
 constexpr int k_spin_polls_alone = 4096;
@@ -881,9 +941,10 @@ waiter *engine::wait_begin(std::int32_t count) noexcept
         w->ult_sync = s;
         return w;
     }
+    waiter &w = my_pthread_waiter();
     // Release: pairs with the acquire in wake(); the count is set before any registration.
-    tl_waiter.remaining.store(count, std::memory_order_release);
-    return &tl_waiter;
+    w.remaining.store(count, std::memory_order_release);
+    return &w;
 }
 
 void engine::wake(waiter *w) noexcept

@@ -1,4 +1,5 @@
-# test/gtest/endpoints: shared-memory transport building blocks (queue, segment, CMA).
+# test/gtest/endpoints: shared-memory transport building blocks (queue, segment, CMA)
+# and the point-to-point engine over them.
 noinst_HEADERS += %reldir%/shm_test_util.hpp
 
 check_PROGRAMS += %reldir%/test_mpsc_queue
@@ -18,3 +19,9 @@ TESTS += %reldir%/test_cma
 %canon_reldir%_test_cma_SOURCES = %reldir%/test_cma.cc
 %canon_reldir%_test_cma_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_cma_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_engine
+TESTS += %reldir%/test_engine
+%canon_reldir%_test_engine_SOURCES = %reldir%/test_engine.cc
+%canon_reldir%_test_engine_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_engine_LDADD = $(GTEST_CORE_LIBS)
