@@ -244,9 +244,14 @@ void bench_parse(int argc, char **argv, const char *prog, const char *summary, u
     if (NULL == opts->threads) {
         usage_error(prog, "%s", "out of memory");
     }
+    const size_t max_threads = (common & BENCH_OPT_MANY_THREADS) ? (size_t) 1 << 20 : 4096;
     for (int i = 0; i < n; ++i) {
-        if (vals[i] < 1 || vals[i] > 4096) {
-            usage_error(prog, "thread counts must be in 1..4096: '%s'", threads_text);
+        if (vals[i] < 1 || vals[i] > max_threads) {
+            usage_error(prog,
+                        (common & BENCH_OPT_MANY_THREADS)
+                            ? "thread counts must be in 1..1048576: '%s'"
+                            : "thread counts must be in 1..4096: '%s'",
+                        threads_text);
         }
         opts->threads[i] = (int) vals[i];
     }

@@ -39,8 +39,11 @@
 void bench_mpi_check(int rc, const char *call, const char *file, int line);
 void bench_pt_check(int rc, const char *call, const char *file, int line);
 
-/* Common options enabled per program (a program without threads has no --threads). */
-enum { BENCH_OPT_THREADS = 1 };
+/*
+ * Common options enabled per program (a program without threads has no --threads).
+ * BENCH_OPT_MANY_THREADS raises the limit of --threads from 4096 to 2^20 (ULTs, not pthreads).
+ */
+enum { BENCH_OPT_THREADS = 1, BENCH_OPT_MANY_THREADS = 2 };
 
 /* A program-specific option --name VALUE. */
 struct bench_extra_opt {

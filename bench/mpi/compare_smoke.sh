@@ -3,7 +3,9 @@
 # when given) must write the CSV files and print the Markdown table with one row per thread
 # count, alternate the implementations, give overlap one section per variant, report a run
 # that overruns its timeout as stopped without leaving processes behind, and skip an
-# implementation that is not installed.
+# implementation that is not installed. With MPIV_BUILDDIR (the top build directory) holding
+# mca_pml_mpiv.so it also runs the mpiv rows (mpiv-inline, mpiv-server) from the build tree,
+# ult_pingpong, and the machinery of --million at a tiny size.
 #
 # usage: compare_smoke.sh COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
 set -u
@@ -86,16 +88,55 @@ grep -q ",timeout," "$tmp/b/runs.csv" || fail "runs.csv does not mark the run as
 sleep 1
 pgrep -f "mt_pingpong.*--seconds 40" >/dev/null && fail "processes of the timed-out run survived"
 
-# 4. An implementation that is not installed is skipped with a note.
+# 4. An implementation that is not installed is skipped with a note (--builddir none: the
+# component of a build tree does not count).
 if "$(dirname "$OMPI_MPIRUN")/ompi_info" --parsable 2>/dev/null | grep -q "^mca:pml:mpiv:"; then
     echo "note: mpiv is installed, the skip of a missing implementation is not tested"
 else
-    timeout -k 5 60 "$compare" --impl mpiv-inline --bindir "$bindir" --out "$tmp/c" \
-        >/dev/null 2>"$tmp/c.err"
+    timeout -k 5 60 "$compare" --impl mpiv-inline --builddir none --bindir "$bindir" \
+        --out "$tmp/c" >/dev/null 2>"$tmp/c.err"
     rc=$?
     [ $rc -eq 2 ] || fail "compare --impl mpiv-inline without mpiv exited with $rc, expected 2"
     grep -q "skipped mpiv-inline: ompi_info does not list 'MCA pml: mpiv'" "$tmp/c.err" ||
         fail "compare --impl mpiv-inline without mpiv gave no skip note"
+fi
+
+# 5. mpiv from the build tree: its rows next to ob1, ult_pingpong on mpiv only, and --million
+# (its by-implementation table) at a tiny size.
+builddir=${MPIV_BUILDDIR:-}
+if [ -z "$builddir" ] || [ ! -f "$builddir/ompi-component/.libs/mca_pml_mpiv.so" ]; then
+    echo "note: no mca_pml_mpiv.so in MPIV_BUILDDIR, the mpiv rows are not tested"
+else
+    timeout -k 5 300 "$compare" --impl ob1,mpiv-inline,mpiv-server \
+        --bench mt_pingpong,ult_pingpong --threads 1,2 --ults 1,50 --reps 1 --seconds 0.05 \
+        --builddir "$builddir" --bindir "$bindir" --out "$tmp/m" >"$tmp/m.md" 2>"$tmp/m.err"
+    rc=$?
+    [ $rc -eq 0 ] || { fail "compare with mpiv exited with $rc"; tail -n 20 "$tmp/m.err"; }
+    grep -q "^- mpiv: the component of the build tree $builddir\$" "$tmp/m.md" ||
+        fail "the table does not say that mpiv came from the build tree"
+    grep -q "^| threads | ob1 | mpiv-inline | mpiv-server | mpiv-inline/ob1 | mpiv-server/ob1 |\$" \
+        "$tmp/m.md" || fail "the mt_pingpong table lacks the mpiv columns and ratios"
+    grep -q "^| ULTs | mpiv-inline | mpiv-server |\$" "$tmp/m.md" ||
+        fail "the ult_pingpong table does not have exactly the mpiv columns"
+    for impl in mpiv-inline mpiv-server; do
+        for point in "mt_pingpong,rate,2" "ult_pingpong,rate,50" "ult_pingpong,rss_rank0,50"; do
+            IFS=, read -r bench metric threads <<<"$point"
+            grep -qE "^$bench,$metric,,[^,]+,$threads,8,$impl,1,[0-9.e+]+," "$tmp/m/summary.csv" ||
+                fail "summary.csv lacks $bench $metric threads=$threads $impl"
+        done
+    done
+    grep -q ",ult_pingpong,.*,ob1," "$tmp/m/summary.csv" && fail "ult_pingpong ran on ob1"
+
+    timeout -k 5 300 "$compare" --million --impl mpiv-inline,mpiv-server --ults 200 \
+        --million-iters 2 \
+        --builddir "$builddir" --bindir "$bindir" --out "$tmp/u" >"$tmp/u.md" 2>"$tmp/u.err"
+    rc=$?
+    [ $rc -eq 0 ] || { fail "compare --million (tiny) exited with $rc"; tail -n 20 "$tmp/u.err"; }
+    for impl in mpiv-inline mpiv-server; do
+        # implementation, ULTs, then 7 numbers: completion ... peak RSS rank 1
+        grep -qE "^\| $impl \| 200( \| [0-9.]+[kMG]?){7} \|\$" "$tmp/u.md" ||
+            fail "the --million table has no complete row for $impl"
+    done
 fi
 
 if [ $failures -ne 0 ]; then

@@ -35,6 +35,13 @@ BENCH_MPI_LDADD = %reldir%/libbench_mpi.la $(OMPI_LIBS)
 %canon_reldir%_latbw_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_latbw_LDFLAGS = $(OMPI_LDFLAGS)
 %canon_reldir%_latbw_LDADD = $(BENCH_MPI_LDADD)
+# ult_pingpong needs mpiv's ULT interface (libmpiv) and pml mpiv: Open MPI only.
+benchmpi_PROGRAMS += %reldir%/ult_pingpong
+%canon_reldir%_ult_pingpong_SOURCES = %reldir%/ult_pingpong.c
+%canon_reldir%_ult_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_ult_pingpong_CFLAGS = $(BENCH_MPI_CFLAGS)
+%canon_reldir%_ult_pingpong_LDFLAGS = $(OMPI_LDFLAGS)
+%canon_reldir%_ult_pingpong_LDADD = %reldir%/libbench_mpi.la libmpiv.la $(OMPI_LIBS)
 # overlap.c stands alone, without the common code of the other benchmarks.
 %canon_reldir%_overlap_SOURCES = %reldir%/overlap.c
 %canon_reldir%_overlap_CPPFLAGS = $(OMPI_CPPFLAGS)
@@ -63,18 +70,21 @@ CLEANFILES += $(benchmpi_SCRIPTS)
 	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/overlap.c $(LIBS)
 endif
 
-# make check: one tiny run of every benchmark (Open MPI ob1, and MPICH when present), and a
-# tiny run of the driver. The .test wrappers carry the launchers configure found.
+# make check: one tiny run of every benchmark (Open MPI ob1, MPICH when present, and pml mpiv
+# of this build tree for ult_pingpong), and a tiny run of the driver. The .test wrappers carry
+# the launchers configure found and where the uninstalled mpiv component is.
 TESTS += %reldir%/smoke.test %reldir%/compare_smoke.test
 CLEANFILES += %reldir%/smoke.test %reldir%/compare_smoke.test
+BENCH_SMOKE_ENV = MPIV_BUILDDIR="$(abs_top_builddir)"; OMPI_PKGLIBDIR="$(OMPI_PKGLIBDIR)"; \
+	export MPIV_BUILDDIR OMPI_PKGLIBDIR
 %reldir%/smoke.test: Makefile
 	$(AM_V_GEN)$(MKDIR_P) %reldir% && \
-	printf '#!/bin/sh\nexec %s "%s" "%s" "%s" "%s"\n' '$(SHELL)' \
+	printf '#!/bin/sh\n%s\nexec %s "%s" "%s" "%s" "%s"\n' '$(BENCH_SMOKE_ENV)' '$(SHELL)' \
 	  '$(abs_srcdir)/%reldir%/smoke.sh' '$(abs_builddir)/%reldir%' \
 	  '$(OMPI_MPIRUN)' '$(MPICH_MPIEXEC)' > $@ && chmod +x $@
 %reldir%/compare_smoke.test: Makefile
 	$(AM_V_GEN)$(MKDIR_P) %reldir% && \
-	printf '#!/bin/sh\nexec %s "%s" "%s" "%s" "%s" "%s"\n' '$(SHELL)' \
+	printf '#!/bin/sh\n%s\nexec %s "%s" "%s" "%s" "%s" "%s"\n' '$(BENCH_SMOKE_ENV)' '$(SHELL)' \
 	  '$(abs_srcdir)/%reldir%/compare_smoke.sh' '$(abs_srcdir)/bench/compare' \
 	  '$(abs_builddir)/%reldir%' '$(OMPI_MPIRUN)' '$(MPICH_MPIEXEC)' > $@ && chmod +x $@
 endif

@@ -1,11 +1,16 @@
 #!/bin/bash
 # Smoke test of the MPI benchmarks (make check): every benchmark runs once at tiny sizes with
-# Open MPI's ob1 and, when given, with MPICH. A run passes when it exits 0 within its timeout
+# Open MPI's ob1 and, when given, with MPICH; ult_pingpong, which needs mpiv, runs under
+# pml mpiv (progress inline and server). A run passes when it exits 0 within its timeout
 # and prints exactly the expected data points, each a well-formed result line. It also checks
 # that a data mismatch between the two processes and a bad option end in non-zero exits.
 #
 # usage: smoke.sh BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
-#   BINDIR holds mt_pingpong, msgrate, latbw, overlap and, for MPICH, their .mpich builds.
+#   BINDIR holds mt_pingpong, msgrate, latbw, overlap, ult_pingpong and, for MPICH, the
+#   .mpich builds of the first four.
+# Environment: MPIV_BUILDDIR, the top build directory whose ompi-component/.libs holds
+#   mca_pml_mpiv.so (else an installed mpiv is used, else ult_pingpong is not run), and
+#   OMPI_PKGLIBDIR, Open MPI's component directory (default: ask ompi_info).
 set -u
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
@@ -132,6 +137,42 @@ fi
 "$bindir/mt_pingpong" --sizes 8,x >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "a bad --sizes list gave exit status $rc, expected 2"
+
+# ult_pingpong: mpiv ULTs, so pml mpiv only; from the build tree when it holds the component.
+mpiv=()
+builddir=${MPIV_BUILDDIR:-}
+if [ -n "$builddir" ] && [ -f "$builddir/ompi-component/.libs/mca_pml_mpiv.so" ]; then
+    pkglibdir=${OMPI_PKGLIBDIR:-}
+    if [ -z "$pkglibdir" ]; then
+        pkglibdir=$("$(dirname "$ompi_mpirun")/ompi_info" --parsable --path pkglibdir 2>/dev/null |
+            sed -n 's/^path:pkglibdir://p')
+    fi
+    mpiv=("$ompi_mpirun" -np 2 --oversubscribe
+        --mca mca_base_component_path "$builddir/ompi-component/.libs${pkglibdir:+:$pkglibdir}"
+        -x "LD_LIBRARY_PATH=$builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --mca pml mpiv)
+elif "$(dirname "$ompi_mpirun")/ompi_info" --parsable 2>/dev/null | grep -q "^mca:pml:mpiv:"; then
+    mpiv=("$ompi_mpirun" -np 2 --oversubscribe --mca pml mpiv)
+fi
+if [ ${#mpiv[@]} -eq 0 ]; then
+    echo "note: pml mpiv is neither in MPIV_BUILDDIR nor installed, ult_pingpong was not run"
+elif [ ! -x "$bindir/ult_pingpong" ]; then
+    fail "pml mpiv is available but $bindir/ult_pingpong is missing"
+else
+    # --help first: it also lets libtool's wrapper finish the uninstalled program before
+    # two processes start it at once.
+    "$bindir/ult_pingpong" --help >/dev/null 2>&1 || fail "ult_pingpong --help failed"
+    "$bindir/ult_pingpong" --threads 2000000 >/dev/null 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "ult_pingpong --threads 2000000 gave exit status $rc, expected 2"
+    for progress in inline server; do
+        run "ult_pingpong-$progress" "${mpiv[@]}" --mca pml_mpiv_progress "$progress" \
+            "$bindir/ult_pingpong" -t 1,100 -s 0,8,64k --seconds 0.05 --warmup 5 \
+            --label "mpiv-$progress" &&
+            expect_points "$tmp/ult_pingpong-$progress.out" ult_pingpong "mpiv-$progress" \
+                "1 100" "0 8 65536" \
+                "rate msg_rate lat_mean lat_p50 lat_p99 t_total rss_rank0 rss_rank1"
+    done
+fi
 
 if [ -n "$mpich_mpiexec" ]; then
     if [ -x "$bindir/mt_pingpong.mpich" ]; then

@@ -1,0 +1,348 @@
+/*
+ * ult_pingpong: mt_pingpong with T mpiv user-level threads (ULTs, <mpiv/mpiv.h>) per process
+ * instead of pthreads; it needs pml mpiv. ULT i of rank 0 ping-pongs with ULT i of rank 1 on
+ * tag i (blocking MPI_Send/MPI_Recv; a blocking call blocks only its ULT). T goes up to 2^20
+ * per process (bench/compare --million runs 500,000).
+ *
+ * A data point (one T, one size): each process spawns T ULTs. On rank 0 each ULT does its
+ * checked round trip and the warm-up, then waits at a start gate until all T have arrived;
+ * the timed loop then runs until --iters round trips or --seconds, and the ULT sends the
+ * in-band end message (one byte longer than a request). Rank 1's ULTs echo until it comes.
+ *
+ * Memory stays bounded at any T: latency samples go into one log-linear histogram per mpiv
+ * worker (a worker runs one ULT at a time and a ULT is not switched between reading its
+ * worker and updating that worker's record), and message buffers of up to 256 bytes live on
+ * the ULT's stack. Per ULT the program keeps its handle and, on rank 0, a gate sync.
+ *
+ * Metrics (rank 0 prints): rate (round trips/s, all ULTs), msg_rate (messages/s, both
+ * directions), lat_mean, lat_p50, lat_p99 (half a round trip, us), t_total (s, from the
+ * first spawn to the last join on rank 0: spawn, warm-up and timed phase), and rss_rank0,
+ * rss_rank1 (peak resident set of each process so far, MiB, getrusage ru_maxrss). Every line
+ * ends with workers= (mpiv workers of rank 0) and stack= (ULT stack bytes).
+ */
+#include "bench_common.h"
+
+#include <mpiv/mpiv.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+enum { SMALL_BUF = 256 };  /* messages up to this size (+1 for the end message) use the stack */
+enum { CTL_TAG_RSS = 1 };  /* on the control communicator */
+
+/* What the ULTs of one worker measured. Only ULTs running on that worker write it. */
+struct worker_rec {
+    _Alignas(128) struct bench_hist hist; /* round trips, ns */
+    uint64_t ops;
+    uint64_t first_start_ns; /* UINT64_MAX: no ULT started here */
+    uint64_t last_end_ns;
+    int time_bound;
+};
+
+/* One data point, shared by the ULTs of this process. */
+struct point {
+    const struct bench_opts *opts;
+    int rank;
+    int nults;
+    size_t size;
+    struct worker_rec *rec; /* per worker, rank 0 */
+    unsigned nworkers;
+    mpiv_sync_h arrived;    /* rank 0: one signal per ULT at the start gate */
+    mpiv_sync_h *go;        /* rank 0: per ULT, signalled by main to open the gate */
+};
+
+static struct point pt_ctx;
+
+static void ult_check(int rc, const char *call, int ult)
+{
+    if (MPIV_OK != rc) {
+        fprintf(stderr, "ult_pingpong: %s (ULT %d): %s\n", call, ult, mpiv_status_string(rc));
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_MPI);
+        exit(BENCH_EXIT_MPI);
+    }
+}
+
+static struct worker_rec *my_record(const struct point *p, int ult)
+{
+    int w = 0;
+    ult_check(mpiv_self_worker(&w), "mpiv_self_worker", ult);
+    if (w < 0 || (unsigned) w >= p->nworkers) {
+        fprintf(stderr, "ult_pingpong: worker %d out of range 0..%u\n", w, p->nworkers - 1);
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_MPI);
+    }
+    return &p->rec[w];
+}
+
+static void *initiator(void *arg)
+{
+    const struct point *p = &pt_ctx;
+    const struct bench_opts *o = p->opts;
+    const int tag = (int) (intptr_t) arg;
+    const int n = (int) p->size;
+    char small_s[SMALL_BUF + 1], small_r[SMALL_BUF];
+    const int heap = p->size > SMALL_BUF;
+    char *sbuf = heap ? bench_alloc(p->size + 1) : small_s;
+    char *rbuf = heap ? bench_alloc(p->size) : small_r;
+    MPI_Status st;
+    int count = 0;
+
+    /* The checked round trip, then the warm-up. */
+    bench_fill(sbuf, p->size, 0, tag);
+    uint64_t warm_end = bench_warmup_deadline(o, bench_now_ns());
+    BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
+    BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &st));
+    BENCH_MPI(MPI_Get_count(&st, MPI_BYTE, &count));
+    bench_verify(rbuf, p->size, count, 1, tag, "ult_pingpong", "reply");
+    for (long long i = 1; i < o->warmup && bench_now_ns() < warm_end; ++i) {
+        BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
+        BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+
+    ult_check(mpiv_sync_signal(p->arrived), "mpiv_sync_signal", tag);
+    ult_check(mpiv_sync_wait(p->go[tag]), "mpiv_sync_wait", tag);
+
+    uint64_t ops = 0;
+    int time_bound = 0;
+    uint64_t t = bench_now_ns();
+    const uint64_t t_start = t;
+    do {
+        BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
+        BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        uint64_t now = bench_now_ns();
+        /* No MPI call between here and the update: the ULT stays on this worker. */
+        bench_hist_add(&my_record(p, tag)->hist, now - t);
+        t = now;
+        ++ops;
+    } while (!bench_should_stop(o, ops, t_start, t, &time_bound));
+
+    struct worker_rec *r = my_record(p, tag);
+    r->ops += ops;
+    r->first_start_ns = t_start < r->first_start_ns ? t_start : r->first_start_ns;
+    r->last_end_ns = t > r->last_end_ns ? t : r->last_end_ns;
+    r->time_bound |= time_bound;
+    BENCH_MPI(MPI_Send(sbuf, n + 1, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
+    if (heap) {
+        free(rbuf);
+        free(sbuf);
+    }
+    return NULL;
+}
+
+/* Rank 1: echo tag `tag` until the end message (size + 1 bytes) of this data point. */
+static void *echo(void *arg)
+{
+    const struct point *p = &pt_ctx;
+    const int tag = (int) (intptr_t) arg;
+    const int n = (int) p->size;
+    char small_s[SMALL_BUF], small_r[SMALL_BUF + 1];
+    const int heap = p->size > SMALL_BUF;
+    char *sbuf = heap ? bench_alloc(p->size) : small_s;
+    char *rbuf = heap ? bench_alloc(p->size + 1) : small_r;
+
+    bench_fill(sbuf, p->size, 1, tag);
+    for (uint64_t i = 0;; ++i) {
+        MPI_Status st;
+        int count = 0;
+        BENCH_MPI(MPI_Recv(rbuf, n + 1, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &st));
+        BENCH_MPI(MPI_Get_count(&st, MPI_BYTE, &count));
+        if (count == n + 1 && i > 0) {
+            break;
+        }
+        if (0 == i || count != n) {
+            bench_verify(rbuf, p->size, count, 0, tag, "ult_pingpong", "request");
+        }
+        BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD));
+    }
+    if (heap) {
+        free(rbuf);
+        free(sbuf);
+    }
+    return NULL;
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    if (0 != getrusage(RUSAGE_SELF, &ru)) {
+        return -1.0;
+    }
+    return (double) ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+}
+
+/* One data point; rank 0 prints its lines. */
+static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t stack)
+{
+    const int t_count = p->nults;
+    mpiv_ult_h *ults = bench_alloc((size_t) t_count * sizeof *ults);
+    uint64_t t0 = bench_now_ns();
+
+    if (0 == p->rank) {
+        for (unsigned w = 0; w < p->nworkers; ++w) {
+            bench_hist_reset(&p->rec[w].hist);
+            p->rec[w].ops = 0;
+            p->rec[w].first_start_ns = UINT64_MAX;
+            p->rec[w].last_end_ns = 0;
+            p->rec[w].time_bound = 0;
+        }
+        p->go = bench_alloc((size_t) t_count * sizeof *p->go);
+        for (int i = 0; i < t_count; ++i) {
+            ult_check(mpiv_sync_create(1, &p->go[i]), "mpiv_sync_create", i);
+        }
+        ult_check(mpiv_sync_create(t_count, &p->arrived), "mpiv_sync_create", -1);
+    }
+    for (int i = 0; i < t_count; ++i) {
+        ult_check(mpiv_spawn(0 == p->rank ? initiator : echo, (void *) (intptr_t) i,
+                             MPIV_WORKER_ANY, &ults[i]),
+                  "mpiv_spawn", i);
+    }
+    if (0 == p->rank) {
+        ult_check(mpiv_sync_wait(p->arrived), "mpiv_sync_wait", -1);
+        for (int i = 0; i < t_count; ++i) {
+            ult_check(mpiv_sync_signal(p->go[i]), "mpiv_sync_signal", i);
+        }
+    }
+    for (int i = 0; i < t_count; ++i) {
+        ult_check(mpiv_join(ults[i], NULL), "mpiv_join", i);
+    }
+    const double t_total = (double) (bench_now_ns() - t0) * 1e-9;
+    free(ults);
+
+    double rss_mine = peak_rss_mib();
+    if (0 != p->rank) {
+        BENCH_MPI(MPI_Send(&rss_mine, 1, MPI_DOUBLE, 0, CTL_TAG_RSS, ctl));
+        return;
+    }
+    double rss_peer = -1.0;
+    BENCH_MPI(MPI_Recv(&rss_peer, 1, MPI_DOUBLE, 1, CTL_TAG_RSS, ctl, MPI_STATUS_IGNORE));
+    for (int i = 0; i < t_count; ++i) {
+        ult_check(mpiv_sync_destroy(p->go[i]), "mpiv_sync_destroy", i);
+    }
+    ult_check(mpiv_sync_destroy(p->arrived), "mpiv_sync_destroy", -1);
+    free(p->go);
+
+    struct bench_hist *all = bench_alloc(sizeof *all);
+    struct bench_point bp = {0, 0.0, 0};
+    uint64_t first = UINT64_MAX, last = 0;
+    bench_hist_reset(all);
+    for (unsigned w = 0; w < p->nworkers; ++w) {
+        const struct worker_rec *r = &p->rec[w];
+        bench_hist_merge(all, &r->hist);
+        bp.ops += r->ops;
+        bp.time_bound |= r->time_bound;
+        first = r->first_start_ns < first ? r->first_start_ns : first;
+        last = r->last_end_ns > last ? r->last_end_ns : last;
+    }
+    bp.seconds = last > first ? (double) (last - first) * 1e-9 : 0.0;
+
+    const double half_us = 0.5e-3; /* histogram: round trips in ns; latency: half, in us */
+    const double rate = bp.seconds > 0.0 ? (double) bp.ops / bp.seconds : 0.0;
+    const double mean = all->count ? all->sum_ns / (double) all->count : 0.0;
+    char extra[64];
+    snprintf(extra, sizeof extra, "workers=%u stack=%zu", p->nworkers, stack);
+    const int nu = t_count;
+    const size_t sz = p->size;
+    bench_emit("ult_pingpong", impl, nu, sz, "rate", rate, "roundtrips/s", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "msg_rate", 2.0 * rate, "msgs/s", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "lat_mean", mean * half_us, "us", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "lat_p50", bench_hist_quantile(all, 0.50) * half_us,
+               "us", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "lat_p99", bench_hist_quantile(all, 0.99) * half_us,
+               "us", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "t_total", t_total, "s", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "rss_rank0", rss_mine, "MiB", &bp, extra);
+    bench_emit("ult_pingpong", impl, nu, sz, "rss_rank1", rss_peer, "MiB", &bp, extra);
+    free(all);
+}
+
+/* A byte count with an optional k/K or m/M suffix; -1 if malformed. */
+static long long parse_bytes(const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (0 != errno || end == text || v < 0) {
+        return -1;
+    }
+    if ('k' == *end || 'K' == *end) {
+        v <<= 10;
+        ++end;
+    } else if ('m' == *end || 'M' == *end) {
+        v <<= 20;
+        ++end;
+    }
+    return '\0' == *end ? v : -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *workers_text = "0";
+    const char *stack_text = "16k";
+    struct bench_extra_opt extra[] = {
+        {"workers", "mpiv workers per process (default 0: one per PU of the binding)",
+         &workers_text},
+        {"stack-size", "ULT stack bytes, k/M suffixes, >= 16k (default 16k)", &stack_text},
+    };
+    struct bench_opts opts;
+    bench_parse(argc, argv, "ult_pingpong",
+                "ULT ping-pong (pml mpiv): ULT i of each process pairs with ULT i of the other\n"
+                "on tag i; up to 1048576 ULTs per process. Metrics: rate (round trips/s, all\n"
+                "ULTs), msg_rate, lat_mean, lat_p50, lat_p99 (half a round trip, us), t_total\n"
+                "(s, spawn to last join), rss_rank0, rss_rank1 (peak RSS, MiB).",
+                BENCH_OPT_THREADS | BENCH_OPT_MANY_THREADS, "8", extra, 2, &opts);
+    char *end = NULL;
+    long workers = strtol(workers_text, &end, 10);
+    if ('\0' != *end || end == workers_text || workers < 0 || workers > 1024) {
+        fprintf(stderr, "ult_pingpong: --workers needs 0..1024, not '%s' (try --help)\n",
+                workers_text);
+        return BENCH_EXIT_USAGE;
+    }
+    long long stack = parse_bytes(stack_text);
+    if (stack < 16 * 1024 || stack > (1ll << 30)) {
+        fprintf(stderr, "ult_pingpong: --stack-size needs 16k..1024M, not '%s' (try --help)\n",
+                stack_text);
+        return BENCH_EXIT_USAGE;
+    }
+
+    int rank = bench_init(&argc, &argv, MPI_THREAD_MULTIPLE, "ult_pingpong");
+    const char *impl = bench_impl_label(&opts);
+    MPI_Comm ctl;
+    BENCH_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &ctl));
+    BENCH_MPI(MPI_Comm_set_errhandler(ctl, MPI_ERRORS_RETURN));
+
+    mpiv_params_t params;
+    memset(&params, 0, sizeof params);
+    params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
+    params.stack_size = (size_t) stack;
+    if (workers > 0) {
+        params.field_mask |= MPIV_PARAM_FIELD_NUM_WORKERS;
+        params.num_workers = (unsigned) workers;
+    }
+    ult_check(mpiv_init(&params), "mpiv_init", -1);
+    unsigned nworkers = 0;
+    ult_check(mpiv_num_workers(&nworkers), "mpiv_num_workers", -1);
+
+    pt_ctx = (struct point){.opts = &opts, .rank = rank, .nworkers = nworkers};
+    if (0 == rank) {
+        pt_ctx.rec = aligned_alloc(128, nworkers * sizeof *pt_ctx.rec);
+        if (NULL == pt_ctx.rec) {
+            fprintf(stderr, "ult_pingpong: out of memory\n");
+            MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_MPI);
+        }
+    }
+    for (int i = 0; i < opts.nthreads; ++i) {
+        for (int k = 0; k < opts.nsizes; ++k) {
+            pt_ctx.nults = opts.threads[i];
+            pt_ctx.size = opts.sizes[k];
+            run_point(&pt_ctx, impl, ctl, (size_t) stack);
+        }
+    }
+    free(pt_ctx.rec);
+    ult_check(mpiv_finalize(), "mpiv_finalize", -1);
+    BENCH_MPI(MPI_Comm_free(&ctl));
+    bench_opts_free(&opts);
+    BENCH_MPI(MPI_Finalize());
+    return EXIT_SUCCESS;
+}
