@@ -38,8 +38,7 @@ void bench_pt_check(int rc, const char *call, const char *file, int line)
 
 /* ------------------------------------------------------------------ options */
 
-/* A non-negative integer with an optional k/K (2^10) or m/M (2^20) suffix. */
-static int parse_size(const char *text, size_t *out)
+int bench_parse_size(const char *text, size_t *out)
 {
     char *end = NULL;
     errno = 0;
@@ -84,8 +83,8 @@ static int parse_list(const char *text, size_t **out)
         if (NULL != colon) {
             *colon = '\0';
         }
-        if (0 != parse_size(item, &lo) ||
-            (NULL != colon && (0 != parse_size(colon + 1, &hi) || hi < lo))) {
+        if (0 != bench_parse_size(item, &lo) ||
+            (NULL != colon && (0 != bench_parse_size(colon + 1, &hi) || hi < lo))) {
             goto err_syntax;
         }
         if (NULL == colon) {

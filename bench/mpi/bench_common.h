@@ -85,6 +85,10 @@ const char *bench_impl_label(const struct bench_opts *opts);
 /* malloc that aborts the job when memory runs out; never returns NULL (n == 0 gives 1 byte). */
 void *bench_alloc(size_t n);
 
+/* A non-negative integer with an optional k/K (2^10) or m/M (2^20) suffix into *out;
+ * returns 0, or -1 (nothing written) when malformed or too large. */
+int bench_parse_size(const char *text, size_t *out);
+
 /* Monotonic clock. */
 uint64_t bench_now_ns(void);
 

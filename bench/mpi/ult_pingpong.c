@@ -24,7 +24,6 @@
 
 #include <mpiv/mpiv.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,25 +256,6 @@ static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t st
     free(all);
 }
 
-/* A byte count with an optional k/K or m/M suffix; -1 if malformed. */
-static long long parse_bytes(const char *text)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (0 != errno || end == text || v < 0) {
-        return -1;
-    }
-    if ('k' == *end || 'K' == *end) {
-        v <<= 10;
-        ++end;
-    } else if ('m' == *end || 'M' == *end) {
-        v <<= 20;
-        ++end;
-    }
-    return '\0' == *end ? v : -1;
-}
-
 int main(int argc, char **argv)
 {
     const char *workers_text = "0";
@@ -299,8 +279,8 @@ int main(int argc, char **argv)
                 workers_text);
         return BENCH_EXIT_USAGE;
     }
-    long long stack = parse_bytes(stack_text);
-    if (stack < 16 * 1024 || stack > (1ll << 30)) {
+    size_t stack = 0;
+    if (0 != bench_parse_size(stack_text, &stack) || stack < 16 * 1024 || stack > ((size_t) 1 << 30)) {
         fprintf(stderr, "ult_pingpong: --stack-size needs 16k..1024M, not '%s' (try --help)\n",
                 stack_text);
         return BENCH_EXIT_USAGE;
@@ -315,7 +295,7 @@ int main(int argc, char **argv)
     mpiv_params_t params;
     memset(&params, 0, sizeof params);
     params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
-    params.stack_size = (size_t) stack;
+    params.stack_size = stack;
     if (workers > 0) {
         params.field_mask |= MPIV_PARAM_FIELD_NUM_WORKERS;
         params.num_workers = (unsigned) workers;
