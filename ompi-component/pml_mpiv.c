@@ -951,10 +951,20 @@ static int mpiv_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched
     return MPIV_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : map_status(rc);
 }
 
+/* Between polls of a blocking probe: a ULT lets the others of its worker run (the
+ * message may come from one of them); a pthread just polls again. */
+static void probe_pause(void)
+{
+    if (in_ult()) {
+        mpiv_yield();
+    }
+}
+
 static int mpiv_probe(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status)
 {
     int matched = 0, rc;
     while (OMPI_SUCCESS == (rc = mpiv_iprobe(src, tag, comm, &matched, status)) && !matched) {
+        probe_pause();
     }
     return rc;
 }
@@ -1003,6 +1013,7 @@ static int mpiv_mprobe(int src, int tag, ompi_communicator_t *comm, ompi_message
     int matched = 0, rc;
     while (OMPI_SUCCESS == (rc = mpiv_improbe(src, tag, comm, &matched, message, status)) &&
            !matched) {
+        probe_pause();
     }
     return rc;
 }

@@ -1,11 +1,11 @@
 /*
  * ult: MPI from user-level threads (mpiv.h). Each process spawns ULTS ULTs (default 1000,
  * env MPIV_TEST_ULTS); ULT i exchanges ROUNDS blocking messages with ULT i of the peer on
- * tag i (rank 0 sends then receives, rank 1 receives then sends back the data it got plus
- * one), with sizes that cross the eager limit every few rounds. A blocking call blocks only
- * its ULT: with 1000 ULTs per process on one or two workers the job finishes only if the
- * others keep running. Content, source, tag and count are checked; the ULT count and the
- * run time are printed.
+ * tag i: rank 0 sends then receives; rank 1 receives (after an MPI_Probe in the second
+ * round), then sends back the data it got plus one. Sizes cross the eager limit every few
+ * rounds. A blocking call blocks only its ULT: with 1000 ULTs per process on one or two
+ * workers the job finishes only if the others keep running. Content, source, tag and
+ * count are checked; the ULT count and the run time are printed.
  */
 #include "mpi_test.h"
 
@@ -36,6 +36,12 @@ static void *ult_body(void *arg)
             MT_CALL(MPI_Recv(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD, &st));
             mt_fill(buf, bytes, seed + 1); /* what rank 1 returns: pattern of seed + 1 */
         } else {
+            if (1 == round) {
+                /* a blocking probe in a ULT lets the other ULTs of its worker run */
+                MT_CALL(MPI_Probe(peer, ult, MPI_COMM_WORLD, &st));
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                MT_EXPECT_EQ("probed count", (long) bytes, (long) count);
+            }
             MT_CALL(MPI_Recv(buf, (int) bytes, MPI_BYTE, peer, ult, MPI_COMM_WORLD, &st));
             MT_VERIFY(buf, bytes, seed, "message from rank 0");
             mt_fill(buf, bytes, seed + 1);
