@@ -5,7 +5,8 @@
 # that overruns its timeout as stopped without leaving processes behind, and skip an
 # implementation that is not installed. With MPIV_BUILDDIR (the top build directory) holding
 # mca_pml_mpiv.so it also runs the mpiv rows (mpiv-inline, mpiv-server) from the build tree,
-# ult_pingpong, and the machinery of --million at a tiny size.
+# ult_pingpong, and the machinery of --million at a tiny size. With libmpiv-apsm built there
+# (contrib/apsm), the overlap run also covers the +apsm variants (library preloaded).
 #
 # usage: compare_smoke.sh COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
 set -u
@@ -63,17 +64,55 @@ awk -F, 'NR > 1 { key = $4 "," $5; if (key == last && $3 == prev) bad = 1; last 
          END { exit bad }' "$tmp/a/runs.csv" ||
     fail "runs.csv shows an implementation run twice in a row for one data point"
 
-# 2. overlap, whose points differ by mode and work time: one table section per variant.
-timeout -k 5 120 "$compare" --quick --impl ob1 --bench overlap --reps 1 --bindir "$bindir" \
-    --out "$tmp/o" >"$tmp/o.md" 2>"$tmp/o.err"
+# 2. overlap, whose points differ by mode and work time: one table section per variant, and
+# the +apsm variants (ob1, and MPICH when given) when libmpiv-apsm is in the build tree.
+builddir=${MPIV_BUILDDIR:-}
+o_impls=ob1
+apsm_lib=$builddir/contrib/apsm/.libs/libmpiv-apsm.so
+apsm_mpich_lib=$builddir/contrib/apsm/libmpiv-apsm-mpich.so
+if [ -n "$builddir" ] && [ -f "$apsm_lib" ]; then
+    o_impls=ob1,ob1+apsm
+    [ -n "$MPICH_MPIEXEC" ] && [ -f "$apsm_mpich_lib" ] && o_impls=$o_impls,mpich,mpich+apsm
+else
+    echo "note: no libmpiv-apsm.so in MPIV_BUILDDIR, the +apsm variants are not tested"
+fi
+timeout -k 5 120 "$compare" --quick --impl "$o_impls" --bench overlap --reps 1 \
+    --bindir "$bindir" --out "$tmp/o" >"$tmp/o.md" 2>"$tmp/o.err"
 rc=$?
 [ $rc -eq 0 ] || { fail "compare --bench overlap exited with $rc"; tail -n 20 "$tmp/o.err"; }
+IFS=, read -r -a o_list <<<"$o_impls"
 for mode in isend irecv; do
     grep -q "^### overlap: overlap (ratio, higher is better), 1 thread, mode=$mode " \
         "$tmp/o.md" || fail "the table has no overlap section for mode=$mode"
-    grep -qE "^overlap,overlap,mode=$mode work_us=auto peer_wait=spin,ratio,1,4194304,ob1,1," \
-        "$tmp/o/summary.csv" || fail "summary.csv lacks the overlap of mode=$mode at 4 MiB"
+    grep -q "^### overlap: t_comm, t_work, t_total side by side, mode=$mode " "$tmp/o.md" ||
+        fail "the table has no t_total against t_work section for mode=$mode"
+    for impl in "${o_list[@]}"; do
+        row="^overlap,overlap,mode=$mode work_us=auto peer_wait=spin,ratio,1,4194304"
+        grep -qE "$row,${impl/+/\\+},1," "$tmp/o/summary.csv" ||
+            fail "summary.csv lacks the overlap of mode=$mode at 4 MiB, $impl"
+    done
 done
+for impl in "${o_list[@]}"; do
+    # size, implementation, then 6 numbers: t_comm t_work t_total total/max overlap t_work in
+    n=$(grep -cE "^\| [14] MiB \| ${impl/+/\\+}( \| -?[0-9.]+[kMG]?){6} \|\$" "$tmp/o.md")
+    [ "$n" -eq 4 ] || fail "the t_total against t_work tables have $n complete rows of $impl, not 4"
+done
+if [[ $o_impls == *+apsm* ]]; then
+    grep -q "| ob1+apsm/ob1 |" "$tmp/o.md" || fail "the overlap table has no ob1+apsm/ob1 ratio"
+    grep -q ",ob1+apsm,overlap,.* -x LD_PRELOAD=$apsm_lib .*/overlap " "$tmp/o/runs.csv" ||
+        fail "ob1+apsm did not run overlap with LD_PRELOAD=$apsm_lib"
+    if [[ $o_impls == *mpich+apsm* ]]; then
+        grep -q ",mpich+apsm,overlap,.* -genv LD_PRELOAD $apsm_mpich_lib .*/overlap.mpich " \
+            "$tmp/o/runs.csv" || fail "mpich+apsm did not run overlap.mpich with the library"
+    fi
+    # The ping-pong benchmarks have no +apsm variant.
+    timeout -k 5 60 "$compare" --impl ob1+apsm --bench mt_pingpong --bindir "$bindir" \
+        --out "$tmp/p" >/dev/null 2>"$tmp/p.err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "compare --impl ob1+apsm --bench mt_pingpong exited with $rc, expected 2"
+    grep -q "skipped mt_pingpong: the APSM variants run only overlap" "$tmp/p.err" ||
+        fail "mt_pingpong with ob1+apsm gave no skip note"
+fi
 
 # 3. A run that cannot finish within its timeout is stopped and reported as such.
 timeout -k 5 120 "$compare" --impl ob1 --bench mt_pingpong --threads 1 --reps 1 \
@@ -103,7 +142,6 @@ fi
 
 # 5. mpiv from the build tree: its rows next to ob1, ult_pingpong on mpiv only, and --million
 # (its by-implementation table) at a tiny size.
-builddir=${MPIV_BUILDDIR:-}
 if [ -z "$builddir" ] || [ ! -f "$builddir/ompi-component/.libs/mca_pml_mpiv.so" ]; then
     echo "note: no mca_pml_mpiv.so in MPIV_BUILDDIR, the mpiv rows are not tested"
 else
