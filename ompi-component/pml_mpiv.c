@@ -480,6 +480,20 @@ static int start_new(mca_pml_mpiv_request_t *req, int (*start)(mca_pml_mpiv_requ
     return OMPI_SUCCESS;
 }
 
+/* What the engine said when an operation started: done at once (complete the request
+ * now), in progress (the completion callback follows), or an error (undo the packing). */
+static int started(mca_pml_mpiv_request_t *req, int rc, const mpiv_p2p_status_t *st)
+{
+    if (MPIV_OK == rc) {
+        mca_pml_mpiv_complete(req, st);
+    } else if (MPIV_INPROGRESS != rc) {
+        free(req->pack_buf);
+        req->pack_buf = NULL;
+        return map_status(rc);
+    }
+    return OMPI_SUCCESS;
+}
+
 static int start_bsend(mca_pml_mpiv_request_t *req, uint32_t peer)
 {
     mpiv_p2p_status_t st;
@@ -545,14 +559,7 @@ static int send_start(mca_pml_mpiv_request_t *req)
                         req->peer, req->tag, start, bytes,
                         MCA_PML_BASE_SEND_SYNCHRONOUS == req->mode ? MPIV_P2P_SEND_SYNC : 0, req,
                         &req->op, &st);
-    if (MPIV_OK == rc) {
-        mca_pml_mpiv_complete(req, &st);
-    } else if (MPIV_INPROGRESS != rc) {
-        free(req->pack_buf);
-        req->pack_buf = NULL;
-        return map_status(rc);
-    }
-    return OMPI_SUCCESS;
+    return started(req, rc, &st);
 }
 
 static int mpiv_isend_init(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
@@ -833,14 +840,7 @@ static int recv_start(mca_pml_mpiv_request_t *req)
     req->ompi.req_state = OMPI_REQUEST_ACTIVE;
     rc = mpiv_p2p_irecv(mca_pml_mpiv.engine, engine_comm(req->comm), req->peer, req->tag, start,
                         bytes, req, &req->op, &st);
-    if (MPIV_OK == rc) {
-        mca_pml_mpiv_complete(req, &st);
-    } else if (MPIV_INPROGRESS != rc) {
-        free(req->pack_buf);
-        req->pack_buf = NULL;
-        return map_status(rc);
-    }
-    return OMPI_SUCCESS;
+    return started(req, rc, &st);
 }
 
 static int mpiv_irecv_init(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,

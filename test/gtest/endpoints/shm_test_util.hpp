@@ -1,4 +1,5 @@
-// Helpers shared by the shm tests: log capture, forked children that cannot hang a test.
+// Helpers shared by the shm tests: forked children that cannot hang a test (plus the
+// common helpers).
 #pragma once
 
 #include <signal.h>
@@ -12,43 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "base/log.hpp"
+#include "test/gtest/common/test_util.hpp"
 
 namespace mpiv::test {
-
-/// Installs a log handler that records error messages for the lifetime of the object.
-class shm_log_capture {
-  public:
-    shm_log_capture() { base::set_log_handler(&shm_log_capture::handler, this); }
-    ~shm_log_capture() { base::set_log_handler(nullptr, nullptr); }
-    shm_log_capture(const shm_log_capture &) = delete;
-    shm_log_capture &operator=(const shm_log_capture &) = delete;
-
-    std::vector<std::string> errors() const
-    {
-        std::lock_guard<std::mutex> guard(mutex_);
-        return errors_;
-    }
-    /// The last error, or "" when none was logged.
-    std::string last() const
-    {
-        std::lock_guard<std::mutex> guard(mutex_);
-        return errors_.empty() ? std::string() : errors_.back();
-    }
-
-  private:
-    static void handler(int level, const char *message, void *ctx)
-    {
-        auto *self = static_cast<shm_log_capture *>(ctx);
-        if (level == static_cast<int>(base::log_level::error)) {
-            std::lock_guard<std::mutex> guard(self->mutex_);
-            self->errors_.emplace_back(message);
-        }
-    }
-
-    mutable std::mutex mutex_;
-    std::vector<std::string> errors_;
-};
 
 /// Seconds a forked child may run before SIGALRM kills it (and the parent stops waiting).
 constexpr unsigned k_child_timeout_s = 60;

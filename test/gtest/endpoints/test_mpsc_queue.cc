@@ -40,30 +40,10 @@ using mpiv::status;
 using mpiv::shm::mpsc_queue;
 using mpiv::shm::mpsc_queue_test_access;
 using mpiv::shm::segment;
-using mpiv::test::shm_log_capture;
+using mpiv::test::region_buffer;
+using mpiv::test::log_capture;
 
 constexpr std::size_t k_payload = mpsc_queue<>::k_payload;
-
-/// Zeroed, page-aligned heap memory for a queue region.
-class region_buffer {
-  public:
-    explicit region_buffer(std::size_t bytes)
-        : bytes_((bytes + k_page - 1) / k_page * k_page),
-          data_(static_cast<unsigned char *>(std::aligned_alloc(k_page, bytes_)))
-    {
-        std::memset(data_, 0, bytes_);
-    }
-    ~region_buffer() { std::free(data_); }
-    region_buffer(const region_buffer &) = delete;
-    region_buffer &operator=(const region_buffer &) = delete;
-    unsigned char *data() const { return data_; }
-    std::size_t size() const { return bytes_; }
-
-  private:
-    static constexpr std::size_t k_page = 4096;
-    std::size_t bytes_;
-    unsigned char *data_;
-};
 
 /// A full-size message: who sent it, its number, and a filler derived from both so that a
 /// torn or mixed-up payload is detected.
@@ -126,7 +106,7 @@ TEST(mpsc_queue, bytes_for_accepts_powers_of_two_only)
 
 TEST(mpsc_queue, use_before_format_and_bad_messages)
 {
-    shm_log_capture log;
+    log_capture log;
     mpsc_queue<> q;
     const message m = make_message(0, 0);
     EXPECT_EQ(q.try_push(&m, sizeof(m)), status::not_initialized);
@@ -149,7 +129,7 @@ TEST(mpsc_queue, use_before_format_and_bad_messages)
 
 TEST(mpsc_queue, format_rejects_bad_geometry)
 {
-    shm_log_capture log;
+    log_capture log;
     region_buffer buffer(mpsc_queue<>::bytes_for(16) + 4096);
     mpsc_queue<> q;
     EXPECT_EQ(q.format(buffer.data(), buffer.size(), 12), status::invalid_arg);
@@ -283,7 +263,7 @@ TEST(mpsc_queue, consumer_lock)
 
 TEST(mpsc_queue, attach_rejects_unusable_regions)
 {
-    shm_log_capture log;
+    log_capture log;
     constexpr std::uint32_t k_capacity = 32;
     const std::size_t bytes = mpsc_queue<>::bytes_for(k_capacity);
     region_buffer buffer(bytes + 4096);

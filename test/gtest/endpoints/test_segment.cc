@@ -18,7 +18,7 @@ namespace {
 
 using mpiv::status;
 using mpiv::shm::segment;
-using mpiv::test::shm_log_capture;
+using mpiv::test::log_capture;
 
 std::string link_target(int pid, int fd)
 {
@@ -94,7 +94,7 @@ TEST(segment, move_transfers_ownership_and_destruction_releases)
     EXPECT_FALSE(fd_is_open(fd));
     EXPECT_EQ(c.base(), nullptr);
     {
-        shm_log_capture log;
+        log_capture log;
         segment gone;
         EXPECT_EQ(segment::attach(getpid(), fd, 4096, gone), status::system)
             << "nothing to attach to once the owner released it";
@@ -103,7 +103,7 @@ TEST(segment, move_transfers_ownership_and_destruction_releases)
 
 TEST(segment, errors_are_reported_and_leave_the_output_alone)
 {
-    shm_log_capture log;
+    log_capture log;
     segment seg;
     EXPECT_EQ(segment::create(0, seg), status::invalid_arg);
     EXPECT_EQ(seg.base(), nullptr);
@@ -129,7 +129,7 @@ TEST(segment, errors_are_reported_and_leave_the_output_alone)
 // A dead owner: its pid is gone (reaped), so /proc/<pid> is too.
 TEST(segment, attach_to_a_dead_process_fails_cleanly)
 {
-    shm_log_capture log;
+    log_capture log;
     segment owner;
     ASSERT_EQ(segment::create(4096, owner), status::ok);
     const pid_t pid = mpiv::test::fork_child([] { return 0; });
