@@ -2,6 +2,7 @@
 #include "endpoints/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -31,6 +32,7 @@ constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_endpoints = 256;
 constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;
+constexpr std::uint32_t k_max_idle_us = 1000000; // a second
 
 // The first page of a segment: what a peer needs to find the queues and the region.
 struct segment_header {
@@ -95,18 +97,24 @@ inline void copy_to_packet(void *packet, const void *src, std::size_t n)
 thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
 
 // One spare inmsg per thread: in a ping-pong the thread that delivers a message is the
-// one that receives the next, so arrivals need no malloc. Freed at thread exit.
+// one that receives the next, so arrivals need no malloc. The pointer is initial-exec TLS
+// (a trivial type: no guard, no __tls_get_addr); a separate object with a destructor,
+// touched when a thread first keeps a spare, frees it at thread exit.
 static_assert(std::is_trivially_destructible_v<inmsg>, "spare inmsgs are reused in place");
-struct spare_inmsg {
-    inmsg *m = nullptr;
-    ~spare_inmsg() { delete m; }
+thread_local inmsg *tl_spare __attribute__((tls_model("initial-exec"))) = nullptr;
+struct spare_release {
+    ~spare_release()
+    {
+        delete tl_spare;
+        tl_spare = nullptr;
+    }
 };
-thread_local spare_inmsg tl_spare;
+thread_local spare_release tl_spare_release;
 
 inmsg *alloc_inmsg() noexcept
 {
-    if (inmsg *m = tl_spare.m) {
-        tl_spare.m = nullptr;
+    if (inmsg *m = tl_spare) {
+        tl_spare = nullptr;
         return new (m) inmsg; // fresh node state (inmsg is trivially destructible)
     }
     return new (std::nothrow) inmsg;
@@ -114,8 +122,13 @@ inmsg *alloc_inmsg() noexcept
 
 void free_inmsg(inmsg *m) noexcept
 {
-    if (tl_spare.m == nullptr) {
-        tl_spare.m = m;
+    if (tl_spare == nullptr) {
+        static thread_local bool registered __attribute__((tls_model("initial-exec"))) = false;
+        if (!registered) {
+            registered = true;
+            (void)&tl_spare_release; // registers the thread-exit delete
+        }
+        tl_spare = m;
     } else {
         delete m;
     }
@@ -153,6 +166,9 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     }
     if (params.packet_count == 0 || params.packet_count > k_max_packets) {
         return bad("packet_count", params.packet_count);
+    }
+    if (params.idle_us > k_max_idle_us) {
+        return bad("idle_us", params.idle_us);
     }
     // Enums are read as integers: a C caller may store any value, and loading one outside
     // the enumerators' range as a C++ enum is undefined.
@@ -924,7 +940,7 @@ waiter &my_pthread_waiter()
 // (latency), short when other threads wait too (they need the CPU more).
 constexpr int k_spin_polls_alone = 4096;
 constexpr int k_spin_polls_crowd = 64;
-constexpr int k_owner_idle_polls = 2000; // idle polls before the owner sleeps
+constexpr int k_idle_clock_polls = 256; // idle polls between two looks at the clock
 constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
 constexpr long k_park_timeout_ns = 10000000;     // parked: re-check ownership every 10 ms
 } // namespace
@@ -1073,16 +1089,37 @@ void engine::pthread_wait(waiter &w) noexcept
 
 void engine::pthread_wait_slow(waiter &w, int spins) noexcept
 {
+    const bool inline_progress = params_.progress != MPIV_P2P_PROGRESS_SERVER;
     for (int i = 0; i < spins; ++i) {
         // Acquire: pairs with the acq_rel decrement in wake().
         if (w.remaining.load(std::memory_order_acquire) <= 0) {
             return;
         }
-        if (params_.progress != MPIV_P2P_PROGRESS_SERVER) {
+        if (inline_progress) {
             progress();
         }
     }
-    if (params_.progress == MPIV_P2P_PROGRESS_SERVER) {
+    // Watch phase, for up to params_.idle_us: a waiter in a crowd (and any waiter when a
+    // server thread drives progress) keeps looking but yields the PU between looks, so
+    // that the thread whose message just came in, or the server, runs at once. Parking
+    // instead costs a futex wake-up per message, tens of microseconds on a virtual
+    // machine: with 16 threads per core the ping-pong rate is several times lower.
+    if (spins == k_spin_polls_crowd || !inline_progress) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::microseconds(params_.idle_us);
+        do {
+            // Acquire: pairs with the acq_rel decrement in wake().
+            if (w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            if (inline_progress && progress() > 0 &&
+                w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            std::this_thread::yield();
+        } while (std::chrono::steady_clock::now() < deadline);
+    }
+    if (!inline_progress) {
         // The server drives progress: sleep until the completions arrive.
         for (;;) {
             const std::uint32_t seen = w.word.load(std::memory_order_acquire);
@@ -1146,13 +1183,23 @@ void engine::owner_loop(waiter &w) noexcept
 {
     // seq_cst: Dekker with wake() (its decrement, then its load of owner).
     w.owner.store(true, std::memory_order_seq_cst);
+    // The owner sleeps only after params_.idle_us without an event. A shorter bound (a
+    // count of polls) traps two processes in a slow mode: waking a sleeper takes tens of
+    // microseconds on a virtual machine, during which its peer runs out of polls and falls
+    // asleep too, and so on, one sleep per message.
+    const auto idle_budget = std::chrono::microseconds(params_.idle_us);
+    auto idle_since = std::chrono::steady_clock::now();
     int idle = 0;
     while (w.remaining.load(std::memory_order_seq_cst) > 0) {
         if (progress() > 0) {
             idle = 0;
             continue;
         }
-        if (++idle < k_owner_idle_polls) {
+        if (++idle == 1) {
+            idle_since = std::chrono::steady_clock::now();
+        }
+        if (idle % k_idle_clock_polls != 0 ||
+            std::chrono::steady_clock::now() - idle_since < idle_budget) {
             continue;
         }
         idle = 0;

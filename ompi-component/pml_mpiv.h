@@ -35,6 +35,7 @@ typedef struct mca_pml_mpiv_globals {
     int eager_limit;
     int packet_count;
     int queue_slots;
+    int idle_time;        /* us of idle polling before a waiting thread sleeps; -1 auto */
     int lock;             /* mpiv_p2p_lock_t */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */

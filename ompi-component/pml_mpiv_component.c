@@ -15,6 +15,10 @@
 #include "ompi/mca/pml/base/base.h"
 #include "orte/util/proc_info.h"
 
+/* Set by Open MPI from mpi_yield_when_idle (default: whether the node is oversubscribed)
+ * before the PML is selected; libmpi exports it but installs no header declaring it. */
+extern bool ompi_mpi_yield_when_idle;
+
 #include <mpiv/mpiv.h>
 
 static int component_register(void);
@@ -32,6 +36,7 @@ mca_pml_mpiv_globals_t mca_pml_mpiv = {
     .eager_limit = 4096,
     .packet_count = 1024,
     .queue_slots = 1024,
+    .idle_time = -1,
     .lock = MPIV_P2P_LOCK_MCS,
     .output = -1,
 };
@@ -112,6 +117,10 @@ static int component_register(void)
     reg_int("queue_slots",
             "Slots (64 bytes each) of each inbound queue, a power of two in 2..1048576",
             OPAL_INFO_LVL_5, &mca_pml_mpiv.queue_slots);
+    reg_int("idle_time",
+            "Microseconds a waiting thread keeps polling with nothing arriving before it "
+            "sleeps, 0..1000000; -1 = 1000, or 50 when the node is oversubscribed "
+            "(mpi_yield_when_idle)", OPAL_INFO_LVL_5, &mca_pml_mpiv.idle_time);
     mca_pml_mpiv.server_cpus = "";
     (void) mca_base_component_var_register(
         &mca_pml_mpiv_component.pmlm_version, "server_cpus",
@@ -253,6 +262,11 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
                        "pml_mpiv_queue_slots must be positive");
         return decline("bad parameters");
     }
+    if (mca_pml_mpiv.idle_time < -1 || mca_pml_mpiv.idle_time > 1000000) {
+        opal_output(0, "pml mpiv: pml_mpiv_idle_time = %d is out of range (-1..1000000)",
+                    mca_pml_mpiv.idle_time);
+        return decline("bad pml_mpiv_idle_time");
+    }
     mpiv_set_log_handler(log_to_opal, NULL);
     pus = count_bound_pus(&bound);
     (void) mpiv_p2p_params_default(&params);
@@ -264,6 +278,9 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
     params.complete = mca_pml_mpiv_complete;
     params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;
+    params.idle_us = mca_pml_mpiv.idle_time >= 0 ? (uint32_t) mca_pml_mpiv.idle_time
+                     : ompi_mpi_yield_when_idle ? 50u
+                                                : 1000u;
     params.server_cpu = -1;
     params.progress = MPIV_P2P_PROGRESS_INLINE;
     if (MCA_PML_MPIV_PROGRESS_INLINE != mca_pml_mpiv.progress) {
@@ -287,8 +304,8 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
                         "pml mpiv: selected candidate: %u endpoints, eager limit %u, %u packets, "
-                        "progress %s (server PU %d), lock %s", params.endpoints,
-                        params.eager_limit, params.packet_count,
+                        "idle time %u us, progress %s (server PU %d), lock %s", params.endpoints,
+                        params.eager_limit, params.packet_count, params.idle_us,
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
                         params.server_cpu, lock_values[params.lock].string);
     *priority = mca_pml_mpiv.priority;

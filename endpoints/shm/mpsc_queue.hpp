@@ -11,29 +11,36 @@
 // The slot size is fixed at 64 bytes whatever --with-cacheline says: it is part of the
 // layout every process of a job must agree on, so it must not follow a build option.
 //
-// Design (Dmitry Vyukov's bounded queue with a per-slot sequence number): positions are
-// 64-bit counters that never wrap in practice; position p lives in slot p & (capacity-1).
-// - Slot sequence values: seq == p means "free for the producer of position p";
-//   seq == p + 1 means "holds the message of position p"; the consumer frees it for the
-//   next lap by storing p + capacity. format() sets slot i's seq to i.
-// - A producer loads the tail, reads the slot's seq: equal to the tail, it claims the
-//   position with a CAS on the tail; below it, the slot still holds the message of the
-//   previous lap and the queue is full (try_push returns busy); above it, another producer
-//   won the position and it reloads the tail. It then writes the payload and publishes it.
+// Design (after Dmitry Vyukov's bounded queue, with a per-slot sequence number): positions
+// are 64-bit counters that never wrap in practice; position p lives in slot p & (capacity-1).
+// - Slot sequence values: seq == p + 1 means "holds the message of position p"; any other
+//   value means "no message for p yet" (format() sets slot i's seq to i; a message of an
+//   earlier lap left p - capacity + 1). The consumer never writes a slot.
+// - Free slots are told by the consumer's head instead: position p may be written once
+//   head > p - capacity (the message of p - capacity was copied out). Each producer view
+//   caches the last head it read and reloads it only when the cache says "full", so a push
+//   normally touches the tail (its process's own line) and the slot, whose first access is
+//   the payload write: one cache-line transfer to the consumer per message, not three.
+// - A producer loads the tail, checks room against the cached head (reloading it once when
+//   short; still short: the queue is full and try_push returns busy), claims the position
+//   with a CAS on the tail (a failed CAS reloads the tail: another producer won it), writes
+//   the payload and publishes it.
 // - The consumer (whoever holds the try-lock) reads slot head & mask: seq == head + 1 means
-//   a message is ready; anything else means empty (or claimed but not yet published).
+//   a message is ready; anything else means empty (or claimed but not yet published). It
+//   advances head past each message before handing it to the caller.
 // Invariants: head <= tail <= head + capacity; slots of positions [head, tail) are claimed
 // or published, the others are free; only the try-lock holder reads payloads and writes
 // head; each position is claimed by exactly one producer (the tail CAS).
 //
 // Ordering: a producer publishes the payload with a release store of the slot's seq; the
 // consumer loads seq with acquire before copying the payload. The consumer frees the slot
-// with a release store after copying the payload out; the producer of the next lap loads
-// seq with acquire before overwriting it. The tail CAS is relaxed: it only hands out
-// positions, the slot seq carries all the data. The try-lock is taken with an acquire
-// exchange and released with a release store, which hands head from one drainer to the
-// next. format() publishes the region by storing the magic last (release); attach() loads
-// it with acquire.
+// with a release store of head after copying the payload out; a producer loads head with
+// acquire before overwriting the slot, and passes what it read to the other producers of
+// its process through the cache (release store, acquire load: the chain keeps the
+// happens-before). The tail CAS is relaxed: it only hands out positions. The try-lock is
+// taken with an acquire exchange and released with a release store, which hands head from
+// one drainer to the next. format() publishes the region by storing the magic last
+// (release); attach() loads it with acquire.
 //
 // Progress: try_push never blocks (lock-free among producers: a CAS fails only because
 // another producer claimed a position). A producer stalled between its claim and its
@@ -67,7 +74,7 @@ namespace detail {
 
 /// "mpivmsq" plus a layout version byte: a region formatted by an incompatible build is
 /// refused by attach().
-constexpr std::uint64_t k_queue_magic = 0x6d7069766d735101ull;
+constexpr std::uint64_t k_queue_magic = 0x6d7069766d735102ull;
 
 /// Bytes per slot: the sequence word and the payload.
 constexpr std::size_t k_slot_bytes = 64;
@@ -236,25 +243,20 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             return status::invalid_arg;
         }
         std::uint64_t pos = header_->tail.load(std::memory_order_relaxed);
-        detail::queue_slot<Atom> *slot;
         for (;;) {
-            slot = slot_at(pos);
-            // sync: acquire; pairs with the consumer's release store in drain(): its copy
-            // of the previous lap's payload is done before we overwrite it.
-            const std::uint64_t seq = slot->seq.load(std::memory_order_acquire);
-            const auto dif = static_cast<std::int64_t>(seq - pos);
-            if (dif == 0) {
-                // The tail only hands out positions; the slot's seq carries the data.
-                if (header_->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
-                                                        std::memory_order_relaxed)) {
-                    break;
-                }
-            } else if (dif < 0) {
+            // sync: acquire; pairs with the release store in refresh_head() by this
+            // process's producer that read the consumer's head.
+            if (no_room(pos, head_cache_.load(std::memory_order_acquire)) &&
+                no_room(pos, refresh_head())) {
                 return status::busy; // the slot still holds the message of pos - capacity
-            } else {
-                pos = header_->tail.load(std::memory_order_relaxed);
+            }
+            // On failure the CAS reloads pos: another producer won the position.
+            if (header_->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
+                                                    std::memory_order_relaxed)) {
+                break;
             }
         }
+        detail::queue_slot<Atom> *const slot = slot_at(pos);
         if (len != 0) {
             std::memcpy(slot->payload, msg, len);
         }
@@ -300,14 +302,13 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 break; // empty, or the next position is claimed but not yet published
             }
             std::memcpy(copy, slot->payload, k_payload);
-            // sync: release; pairs with the acquire load in try_push(): the copy above is
-            // done before the producer of the next lap overwrites the payload.
-            slot->seq.store(pos + capacity_, std::memory_order_release);
             ++pos;
+            // sync: release; pairs with the acquire load in refresh_head(): the copy above
+            // is done before the producer of the next lap overwrites the payload.
+            header_->head.store(pos, std::memory_order_release);
             ++popped;
             fn(static_cast<const void *>(copy));
         }
-        header_->head.store(pos, std::memory_order_relaxed);
         unlock();
         return popped;
     }
@@ -368,6 +369,25 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         return slots_ + (pos & mask_);
     }
 
+    /// Whether position @p pos is still taken by the previous lap, going by @p head. A head
+    /// past pos (read after pos was) means pos is stale: the CAS will fail and reload it.
+    bool no_room(std::uint64_t pos, std::uint64_t head) const noexcept
+    {
+        return static_cast<std::int64_t>(pos - head) >= static_cast<std::int64_t>(capacity_);
+    }
+
+    /// Read the consumer's head into this view's cache; returns it.
+    std::uint64_t refresh_head() noexcept
+    {
+        // sync: acquire; pairs with the release store of head in drain().
+        const std::uint64_t head = header_->head.load(std::memory_order_acquire);
+        // sync: release; pairs with the acquire load in try_push() by another producer
+        // thread of this process. A concurrent refresh may store an older value: that
+        // only costs a later refresh.
+        head_cache_.store(head, std::memory_order_release);
+        return head;
+    }
+
     bool try_lock() noexcept
     {
         // Test before the exchange: pollers that find the lock held do not write its line.
@@ -389,6 +409,8 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     detail::queue_slot<Atom> *slots_ = nullptr;     // same
     std::uint64_t mask_ = 0;                        // capacity_ - 1
     std::uint32_t capacity_ = 0;
+    // The last head a producer of this process read (process-local, not shared memory).
+    Atom<std::uint64_t> head_cache_{0};
 };
 
 } // namespace mpiv::shm

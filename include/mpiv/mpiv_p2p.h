@@ -87,10 +87,13 @@ typedef struct mpiv_p2p_params {
     int server_cpu;           /**< PU (OS index) for the server thread, -1: not pinned */
     mpiv_p2p_lock_t lock;     /**< TLP lock kind of the matching slow paths */
     mpiv_p2p_complete_fn complete; /**< completion callback, not NULL */
+    uint32_t idle_us;         /**< microseconds a waiting thread that drives progress polls
+                                   with nothing arriving before it sleeps, 0 .. 10^6 */
 } mpiv_p2p_params_t;
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
- *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL). */
+ *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
+ *  1000 us of idle polling before a sleep). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet.

@@ -139,6 +139,7 @@ mpiv_p2p_params_t params_for(std::uint32_t self, std::uint32_t num_peers = 2)
     p.server_cpu = -1;
     p.lock = MPIV_P2P_LOCK_MCS;
     p.complete = on_complete;
+    p.idle_us = 100; // short: the tests go through the sleeping paths often
     return p;
 }
 
@@ -1347,6 +1348,7 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         {"progress", [](mpiv_p2p_params_t &p) { store_int(p.progress, -1); }, status::param},
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 3); }, status::param},
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 1000); }, status::param},
+        {"idle_us", [](mpiv_p2p_params_t &p) { p.idle_us = 1000001; }, status::param},
     };
     for (const bad &c : cases) {
         log_capture log;
@@ -1367,10 +1369,12 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         p.queue_slots = 2;
         p.eager_limit = 0;
         p.packet_count = 1;
+        p.idle_us = 0;
         std::unique_ptr<ep::engine> e;
         EXPECT_EQ(ep::engine::create(p, e), status::ok);
         p.eager_limit = 1u << 20;
         p.packet_count = 4;
+        p.idle_us = 1000000;
         std::unique_ptr<ep::engine> e2;
         EXPECT_EQ(ep::engine::create(p, e2), status::ok);
     }
