@@ -138,6 +138,21 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_co
     return to_c(eng(engine)->irecv(*cm(comm), source, tag, buf, bytes, user, *r, *status_p));
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv_sink(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                      int32_t source, int32_t tag,
+                                                      mpiv_p2p_sink_fn sink, void *ctx,
+                                                      size_t bytes, void *user, mpiv_p2p_op_t *op,
+                                                      mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || sink == nullptr || op == nullptr ||
+        status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/sink/op/status_p");
+    }
+    auto *r = new (op->bytes) ep::recv_op;
+    const ep::recv_target to{nullptr, bytes, sink, ctx};
+    return to_c(eng(engine)->irecv(*cm(comm), source, tag, to, user, *r, *status_p));
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_cancel(mpiv_p2p_t *engine, mpiv_p2p_op_t *op)
 {
     if (engine == nullptr || op == nullptr) {
@@ -184,6 +199,18 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_ms
         return null_arg(__func__, "engine/msg/buf/status_p");
     }
     eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), buf, bytes, *status_p);
+    return MPIV_OK;
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
+                                                      mpiv_p2p_sink_fn sink, void *ctx,
+                                                      size_t bytes, mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || msg == nullptr || sink == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/msg/sink/status_p");
+    }
+    eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), ep::recv_target{nullptr, bytes, sink, ctx},
+                       *status_p);
     return MPIV_OK;
 }
 

@@ -679,21 +679,57 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     return status::ok;
 }
 
-void engine::deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_t &st) noexcept
+namespace {
+// Hands bytes of a message to a receive's buffer or sink.
+void put(const recv_target &to, std::size_t offset, const void *data, std::size_t n) noexcept
+{
+    if (n == 0) {
+        return;
+    }
+    if (to.sink != nullptr) {
+        to.sink(to.ctx, offset, data, n);
+    } else {
+        std::memcpy(static_cast<char *>(to.buf) + offset, data, n);
+    }
+}
+} // namespace
+
+int engine::read_remote(std::uint32_t from, const recv_target &to, std::uintptr_t where,
+                        std::size_t n) noexcept
+{
+    const pid_t pid = peers_[from].pid;
+    if (to.sink == nullptr) {
+        return shm::cma_read(pid, to.buf, where, n) == status::ok ? MPIV_OK : MPIV_ERR_SYSTEM;
+    }
+    // A sink: read piece by piece through a bounce buffer (below malloc's mmap threshold,
+    // so reused from the heap), each piece consumed before the next is read.
+    const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
+    std::unique_ptr<unsigned char[]> bounce(new (std::nothrow) unsigned char[piece]);
+    if (bounce == nullptr) {
+        base::log(base::log_level::error, "mpiv: no memory for a %zu-byte receive piece", piece);
+        return MPIV_ERR_NOMEM;
+    }
+    for (std::size_t done = 0; done < n; done += piece) {
+        const std::size_t len = std::min(piece, n - done);
+        if (shm::cma_read(pid, bounce.get(), where + done, len) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        to.sink(to.ctx, done, bounce.get(), len);
+    }
+    return MPIV_OK;
+}
+
+void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept
 {
     const wire &w = m.w;
-    const std::size_t n = std::min<std::size_t>(w.size, capacity);
-    int error = w.size > capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
+    const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
+    int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     switch (w.kind) {
     case wire_kind::eager_inline:
-        if (n != 0) {
-            std::memcpy(buf, w.u.data, n);
-        }
+        put(to, 0, w.u.data, n);
         break;
     case wire_kind::eager_packet:
-        if (n != 0) {
-            std::memcpy(buf, m.packet, n);
-        }
+        put(to, 0, m.packet, n);
         if (peers_[w.from].region.put(const_cast<void *>(m.packet)) != status::ok) {
             base::log(base::log_level::error, "mpiv: cannot return a packet to peer %u", w.from);
         }
@@ -704,9 +740,10 @@ void engine::deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_
     case wire_kind::rts:
         if (n != 0) {
             if (w.from == params_.self) {
-                std::memcpy(buf, reinterpret_cast<const void *>(w.u.ref.where), n);
-            } else if (shm::cma_read(peers_[w.from].pid, buf, w.u.ref.where, n) != status::ok) {
-                error = MPIV_ERR_SYSTEM;
+                put(to, 0, reinterpret_cast<const void *>(w.u.ref.where), n);
+            } else {
+                const int read = read_remote(w.from, to, w.u.ref.where, n);
+                error = read != MPIV_OK ? read : error;
             }
         }
         send_control(w.from, wire_kind::fin, w.u.ref.token, n);
@@ -722,7 +759,7 @@ void engine::deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_
 void engine::complete_recv(recv_op &op, inmsg &m) noexcept
 {
     mpiv_p2p_status_t st;
-    deliver(m, op.buf, op.capacity, st);
+    deliver(m, op.to, st);
     params_.complete(op.user, &st);
 }
 
@@ -801,20 +838,19 @@ void engine::handle(const wire &w) noexcept
     arrive(*c, *m);
 }
 
-status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag, void *buf,
-                     std::size_t bytes, void *user, recv_op &op, mpiv_p2p_status_t &st) noexcept
+status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
+                     const recv_target &to, void *user, recv_op &op, mpiv_p2p_status_t &st) noexcept
 {
-    if (buf == nullptr && bytes != 0) {
+    if (to.sink == nullptr && to.buf == nullptr && to.capacity != 0) {
         return status::invalid_arg;
     }
     op.type = op_type::recv;
     op.comm = &comm;
     op.user = user;
-    op.buf = buf;
-    op.capacity = bytes;
+    op.to = to;
     const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
-        deliver(static_cast<inmsg &>(*op.matched_msg()), buf, bytes, st);
+        deliver(static_cast<inmsg &>(*op.matched_msg()), to, st);
     }
     return s;
 }
@@ -848,9 +884,9 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
     return s;
 }
 
-void engine::mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept
+void engine::mrecv(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept
 {
-    deliver(m, buf, bytes, st);
+    deliver(m, to, st);
 }
 
 int engine::progress() noexcept

@@ -116,12 +116,20 @@ struct send_op {
     wire w;                  // prepared header
 };
 
+/// Where a received message goes: the first `capacity` bytes into `buf`, or, when `sink`
+/// is set, to the sink in order (see mpiv_p2p_irecv_sink).
+struct recv_target {
+    void *buf = nullptr;
+    std::size_t capacity = 0;
+    mpiv_p2p_sink_fn sink = nullptr;
+    void *ctx = nullptr;
+};
+
 struct recv_op : match::recv_node {
     op_type type;
     comm_state *comm;
     void *user;
-    void *buf;
-    std::size_t capacity;
+    recv_target to;
 };
 
 /// A wait for `remaining` completions by one thread or ULT (mpiv_p2p_waiter_t).
@@ -205,14 +213,25 @@ class engine {
                                std::size_t bytes, unsigned flags, void *user, send_op &op,
                                mpiv_p2p_status_t &st) noexcept;
     [[nodiscard]] status irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
-                               void *buf, std::size_t bytes, void *user, recv_op &op,
+                               const recv_target &to, void *user, recv_op &op,
                                mpiv_p2p_status_t &st) noexcept;
+    /// A receive into a buffer.
+    [[nodiscard]] status irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
+                               void *buf, std::size_t bytes, void *user, recv_op &op,
+                               mpiv_p2p_status_t &st) noexcept
+    {
+        return irecv(comm, source, tag, recv_target{buf, bytes, nullptr, nullptr}, user, op, st);
+    }
     [[nodiscard]] status cancel(recv_op &op) noexcept;
     [[nodiscard]] status iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
                                 mpiv_p2p_status_t &st) noexcept;
     [[nodiscard]] status improbe(comm_state &comm, std::int32_t source, std::int32_t tag,
                                  inmsg *&msg_p, mpiv_p2p_status_t &st) noexcept;
-    void mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept;
+    void mrecv(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
+    void mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept
+    {
+        mrecv(m, recv_target{buf, bytes, nullptr, nullptr}, st);
+    }
 
     int progress() noexcept;
 
@@ -246,7 +265,9 @@ class engine {
                       std::uint64_t bytes) noexcept;
     void handle(const wire &w) noexcept;
     void arrive(comm_state &comm, inmsg &m) noexcept;
-    void deliver(inmsg &m, void *buf, std::size_t capacity, mpiv_p2p_status_t &st) noexcept;
+    void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
+    int read_remote(std::uint32_t from, const recv_target &to, std::uintptr_t where,
+                    std::size_t n) noexcept;
     void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
     void server_loop() noexcept;

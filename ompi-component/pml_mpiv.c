@@ -10,8 +10,10 @@
  * are set with one atomic fetch-or, so exactly one side sees the other's bit).
  *
  * Datatypes. A contiguous layout goes to the engine as (buffer + true lower bound,
- * bytes). Other layouts are packed into a temporary buffer (sends, at start) or received
- * into one and unpacked at completion, through an opal_convertor.
+ * bytes). Other layouts go through an opal_convertor: sends are packed into a temporary
+ * buffer at start; receives are unpacked piece by piece as the engine delivers the bytes
+ * (mpiv_p2p_irecv_sink: a rendezvous message is read and unpacked 64 KiB at a time, with
+ * no buffer the size of the message).
  *
  * Buffered sends pack into the attached buffer (mca_pml_base_bsend_request_alloc_buf),
  * complete the user's request at once and send from the copy with an internal request
@@ -96,6 +98,25 @@ static int req_cancel(ompi_request_t *request, int complete);
 static void install_wait_functions(void);
 static void restore_wait_functions(void);
 
+/* The engine's sink for a non-contiguous receive: pieces come in order, and the
+ * convertor keeps its own position. */
+static void unpack_piece(void *ctx, size_t offset, const void *data, size_t len)
+{
+    struct iovec iov = {(void *) data, len};
+    uint32_t iov_count = 1;
+    size_t max_data = len;
+    (void) offset;
+    opal_convertor_unpack((opal_convertor_t *) ctx, &iov, &iov_count, &max_data);
+}
+
+static void unpacker_release(mca_pml_mpiv_request_t *req)
+{
+    if (NULL != req->unpacker) {
+        OBJ_RELEASE(req->unpacker);
+        req->unpacker = NULL;
+    }
+}
+
 static void request_construct(mca_pml_mpiv_request_t *req)
 {
     req->ompi.req_type = OMPI_REQUEST_PML;
@@ -103,6 +124,7 @@ static void request_construct(mca_pml_mpiv_request_t *req)
     req->ompi.req_free = req_free;
     req->ompi.req_cancel = req_cancel;
     req->pack_buf = NULL;
+    req->unpacker = NULL;
 }
 
 OBJ_CLASS_INSTANCE(mca_pml_mpiv_request_t, ompi_request_t, request_construct, NULL);
@@ -226,10 +248,7 @@ static int req_cancel(ompi_request_t *request, int complete)
         return OMPI_SUCCESS;
     }
     if (MPIV_OK == mpiv_p2p_cancel(mca_pml_mpiv.engine, &req->op)) {
-        if (NULL != req->pack_buf) {
-            free(req->pack_buf);
-            req->pack_buf = NULL;
-        }
+        unpacker_release(req);
         req->ompi.req_status._cancelled = 1;
         req->ompi.req_status.MPI_ERROR = OMPI_SUCCESS;
         req_done(req);
@@ -237,18 +256,6 @@ static int req_cancel(ompi_request_t *request, int complete)
     return OMPI_SUCCESS;
 }
 
-static void unpack(mca_pml_mpiv_request_t *req, size_t bytes)
-{
-    opal_convertor_t conv;
-    struct iovec iov = {req->pack_buf, bytes};
-    uint32_t iov_count = 1;
-    size_t max_data = bytes;
-    OBJ_CONSTRUCT(&conv, opal_convertor_t);
-    opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor, &req->datatype->super,
-                                             req->count, req->buf, 0, &conv);
-    opal_convertor_unpack(&conv, &iov, &iov_count, &max_data);
-    OBJ_DESTRUCT(&conv);
-}
 
 void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
 {
@@ -266,11 +273,7 @@ void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
         }
         break;
     case MPIV_REQ_RECV:
-        if (NULL != req->pack_buf) {
-            unpack(req, st->bytes);
-            free(req->pack_buf);
-            req->pack_buf = NULL;
-        }
+        unpacker_release(req);
         req->ompi.req_status.MPI_SOURCE = st->source;
         req->ompi.req_status.MPI_TAG = st->tag;
         req->ompi.req_status._ucount = st->bytes;
@@ -489,6 +492,7 @@ static int started(mca_pml_mpiv_request_t *req, int rc, const mpiv_p2p_status_t 
     } else if (MPIV_INPROGRESS != rc) {
         free(req->pack_buf);
         req->pack_buf = NULL;
+        unpacker_release(req);
         return map_status(rc);
     }
     return OMPI_SUCCESS;
@@ -816,15 +820,19 @@ static int mpiv_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst
 
 /* ------------------------------------------------------------------ receives */
 
-static int recv_buffer(mca_pml_mpiv_request_t *req, char **start, size_t *bytes)
+/* Where a receive's bytes go: a contiguous layout's start, or (false) an unpacker for
+ * the sink; *bytes is the capacity either way. */
+static int recv_target(mca_pml_mpiv_request_t *req, char **start, size_t *bytes)
 {
-    if (!contiguous(req->datatype, req->count, req->buf, start, bytes)) {
-        req->pack_buf = malloc(*bytes);
-        if (NULL == req->pack_buf) {
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        *start = req->pack_buf;
+    if (contiguous(req->datatype, req->count, req->buf, start, bytes)) {
+        return OMPI_SUCCESS;
     }
+    req->unpacker = OBJ_NEW(opal_convertor_t);
+    if (NULL == req->unpacker) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor, &req->datatype->super,
+                                             req->count, req->buf, 0, req->unpacker);
     return OMPI_SUCCESS;
 }
 
@@ -833,13 +841,19 @@ static int recv_start(mca_pml_mpiv_request_t *req)
     mpiv_p2p_status_t st;
     size_t bytes;
     char *start;
-    int rc = recv_buffer(req, &start, &bytes);
+    int rc = recv_target(req, &start, &bytes);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     req->ompi.req_state = OMPI_REQUEST_ACTIVE;
-    rc = mpiv_p2p_irecv(mca_pml_mpiv.engine, engine_comm(req->comm), req->peer, req->tag, start,
-                        bytes, req, &req->op, &st);
+    if (NULL == req->unpacker) {
+        rc = mpiv_p2p_irecv(mca_pml_mpiv.engine, engine_comm(req->comm), req->peer, req->tag,
+                            start, bytes, req, &req->op, &st);
+    } else {
+        rc = mpiv_p2p_irecv_sink(mca_pml_mpiv.engine, engine_comm(req->comm), req->peer,
+                                 req->tag, unpack_piece, req->unpacker, bytes, req, &req->op,
+                                 &st);
+    }
     return started(req, rc, &st);
 }
 
@@ -1031,13 +1045,19 @@ static int mpiv_imrecv(void *buf, size_t count, ompi_datatype_t *dt, ompi_messag
     if (NULL == req) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    rc = recv_buffer(req, &start, &bytes);
+    rc = recv_target(req, &start, &bytes);
     if (OMPI_SUCCESS != rc) {
         req_release(req);
         return rc;
     }
     req->ompi.req_state = OMPI_REQUEST_ACTIVE;
-    (void) mpiv_p2p_mrecv(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr, start, bytes, &st);
+    if (NULL == req->unpacker) {
+        (void) mpiv_p2p_mrecv(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr, start, bytes,
+                              &st);
+    } else {
+        (void) mpiv_p2p_mrecv_sink(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr,
+                                   unpack_piece, req->unpacker, bytes, &st);
+    }
     mca_pml_mpiv_complete(req, &st);
     ompi_message_return(msg);
     *message = MPI_MESSAGE_NULL;

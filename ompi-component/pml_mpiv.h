@@ -79,10 +79,12 @@ typedef struct mca_pml_mpiv_request {
     int peer;                       /* destination or source rank */
     int tag;
     mca_pml_base_send_mode_t mode;
-    /* packing of non-contiguous data */
+    /* non-contiguous data: sends are packed into pack_buf at start, receives unpacked
+     * piece by piece as they arrive (unpacker, the sink's context) */
     void *pack_buf;
     size_t pack_size;
     bool pack_bsend;                /* pack_buf came from the bsend buffer */
+    struct opal_convertor_t *unpacker;
 } mca_pml_mpiv_request_t;
 OBJ_CLASS_DECLARATION(mca_pml_mpiv_request_t);
 

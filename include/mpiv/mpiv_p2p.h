@@ -152,7 +152,24 @@ MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                       int32_t tag, void *buf, size_t bytes, void *user,
                                       mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
 
-/** Cancel a receive started with mpiv_p2p_irecv.
+/** Consumer of a received message's bytes: called in order with consecutive pieces
+ *  (@p offset is the piece's place in the message), from the thread that delivers the
+ *  message, before the completion callback. It must not call back into the engine. */
+typedef void (*mpiv_p2p_sink_fn)(void *ctx, size_t offset, const void *data, size_t len);
+
+/** Largest piece a sink receives from a rendezvous message of another process. */
+#define MPIV_P2P_SINK_PIECE 65536
+
+/** As mpiv_p2p_irecv, but the message's first @p bytes go to @p sink (with @p ctx) in
+ *  order instead of into a buffer: a receive into a non-contiguous layout unpacks each
+ *  piece as it comes, with no buffer the size of the message (a rendezvous message from
+ *  another process is read MPIV_P2P_SINK_PIECE bytes at a time). */
+MPIV_API mpiv_status_t mpiv_p2p_irecv_sink(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                           int32_t source, int32_t tag, mpiv_p2p_sink_fn sink,
+                                           void *ctx, size_t bytes, void *user,
+                                           mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
+
+/** Cancel a receive started with mpiv_p2p_irecv or mpiv_p2p_irecv_sink.
  *  @return MPIV_OK: cancelled, no callback follows; MPIV_ERR_NOT_FOUND: it matched
  *  (the callback comes or came). */
 MPIV_API mpiv_status_t mpiv_p2p_cancel(mpiv_p2p_t *engine, mpiv_p2p_op_t *op);
@@ -172,6 +189,11 @@ MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *com
  *  completes at once (MPIV_OK, or MPIV_ERR_TRUNCATE in status_p->error). */
 MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg, void *buf,
                                       size_t bytes, mpiv_p2p_status_t *status_p);
+
+/** As mpiv_p2p_mrecv, into @p sink (see mpiv_p2p_irecv_sink). */
+MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
+                                           mpiv_p2p_sink_fn sink, void *ctx, size_t bytes,
+                                           mpiv_p2p_status_t *status_p);
 
 /** Drain inbound queues and retry pending sends. @return the number of events handled. */
 MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);

@@ -9,7 +9,8 @@
  * each with a packed twin of the same type signature and no gaps (contiguous(12, MPI_INT) or a
  * 17-byte struct).  Cases: derived -> packed, packed -> derived, derived -> same derived, and
  * vector <-> indexed (same signature, different layouts); counts giving a few hundred bytes and
- * more than 1 MiB; sender rank 0 and rank 1; blocking and non-blocking calls alternate.
+ * more than 1 MiB; sender rank 0 and rank 1; blocking, non-blocking and matched-probe
+ * (MPI_Mprobe + MPI_Mrecv) receives take turns.
  * Checks: received bytes equal the sent segments in type-map order, receiver bytes outside the
  * segments (gaps, the tail) keep their sentinel, status source/tag and MPI_Get_count.
  */
@@ -145,13 +146,17 @@ static void check_scatter(const layout_t *l, const uint8_t *buf, int count, cons
 }
 
 /* One transfer of `count` elements from layout `from` on rank `sender` to layout `to`. */
-static void transfer(int from, int to, int count, int sender, int tag, int nonblocking)
+enum { BLOCKING, NONBLOCKING, MATCHED_PROBE };
+
+static void transfer(int from, int to, int count, int sender, int tag, int mode)
 {
+    static const char *const mode_names[] = {"Send/Recv", "Isend/Irecv", "Send/Mprobe+Mrecv"};
+    const int nonblocking = NONBLOCKING == mode;
     const layout_t *src = &layouts[from], *dst = &layouts[to];
     const int receiver = 1 - sender;
     char what[200];
     snprintf(what, sizeof(what), "%s x %d -> %s, rank %d -> %d, %s", src->name, count, dst->name,
-             sender, receiver, nonblocking ? "Isend/Irecv" : "Send/Recv");
+             sender, receiver, mode_names[mode]);
     MT_EXPECT_EQ(what, packed_size(src), packed_size(dst));
     const size_t stream_bytes = (size_t) (packed_size(src) * count);
     uint8_t *stream = mt_malloc(stream_bytes);
@@ -184,6 +189,10 @@ static void transfer(int from, int to, int count, int sender, int tag, int nonbl
             MPI_Request request;
             MT_CALL(MPI_Irecv(buf, count, dst->type, sender, tag, MPI_COMM_WORLD, &request));
             MT_CALL(MPI_Wait(&request, &status));
+        } else if (MATCHED_PROBE == mode) {
+            MPI_Message message;
+            MT_CALL(MPI_Mprobe(sender, tag, MPI_COMM_WORLD, &message, &status));
+            MT_CALL(MPI_Mrecv(buf, count, dst->type, &message, &status));
         } else {
             MT_CALL(MPI_Recv(buf, count, dst->type, sender, tag, MPI_COMM_WORLD, &status));
         }
@@ -213,7 +222,7 @@ int main(int argc, char **argv)
     for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); ++p) {
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
             for (int sender = 0; sender < 2; ++sender) {
-                transfer(pairs[p][0], pairs[p][1], counts[c], sender, tag, tag % 2);
+                transfer(pairs[p][0], pairs[p][1], counts[c], sender, tag, tag % 3);
                 ++tag;
             }
         }
