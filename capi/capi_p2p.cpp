@@ -126,6 +126,22 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_co
                                    *s, *status_p));
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend_gather(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                                        uint32_t peer, int32_t self_rank,
+                                                        int32_t dest, int32_t tag,
+                                                        const struct iovec *iov, size_t iovcnt,
+                                                        unsigned flags, void *user,
+                                                        mpiv_p2p_op_t *op,
+                                                        mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || op == nullptr || status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/op/status_p");
+    }
+    auto *s = new (op->bytes) ep::send_op;
+    return to_c(eng(engine)->isend_gather(*cm(comm), peer, self_rank, dest, tag, iov, iovcnt,
+                                          flags, user, *s, *status_p));
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                                  int32_t source, int32_t tag, void *buf,
                                                  size_t bytes, void *user, mpiv_p2p_op_t *op,

@@ -616,34 +616,45 @@ int engine::drain_outbound() noexcept
     return events;
 }
 
-status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
-                     std::int32_t dest, std::int32_t tag, const void *buf, std::size_t bytes,
-                     unsigned flags, void *user, send_op &op, mpiv_p2p_status_t &st) noexcept
+bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                          std::int32_t dest, std::int32_t tag, std::size_t bytes, unsigned flags,
+                          void *user, send_op &op) noexcept
 {
-    if (peer >= params_.num_peers || !peers_[peer].connected || (flags & ~MPIV_P2P_SEND_SYNC) != 0 ||
-        (buf == nullptr && bytes != 0)) {
-        return status::invalid_arg;
+    if (peer >= params_.num_peers || !peers_[peer].connected || (flags & ~MPIV_P2P_SEND_SYNC) != 0) {
+        return false;
     }
     if (dest < 0 || dest >= comm.match([](auto &m) { return m.size(); })) {
-        return status::invalid_arg;
+        return false;
     }
-    const bool sync = (flags & MPIV_P2P_SEND_SYNC) != 0;
     op.type = op_type::send;
     op.peer = peer;
     op.dest = dest;
     op.user = user;
-    op.buf = buf;
+    op.buf = nullptr;
     op.seq_comm = &comm;
     op.packet = nullptr;
     wire &w = op.w;
     w = wire{};
-    w.flags = sync ? k_wire_sync : 0;
+    w.flags = (flags & MPIV_P2P_SEND_SYNC) != 0 ? k_wire_sync : 0;
     w.cid = comm.cid;
     w.from = params_.self;
     w.source = self_rank;
     w.tag = tag;
     w.size = bytes;
-    if (!sync && bytes <= k_inline_max) {
+    return true;
+}
+
+status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                     std::int32_t dest, std::int32_t tag, const void *buf, std::size_t bytes,
+                     unsigned flags, void *user, send_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    if ((buf == nullptr && bytes != 0) ||
+        !prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op)) {
+        return status::invalid_arg;
+    }
+    op.buf = buf;
+    wire &w = op.w;
+    if ((w.flags & k_wire_sync) == 0 && bytes <= k_inline_max) {
         w.kind = wire_kind::eager_inline;
         w.inline_bytes = static_cast<std::uint32_t>(bytes);
         if (bytes != 0) {
@@ -657,11 +668,47 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);
         w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     }
-    op.queued_ack = sync || w.kind == wire_kind::rts;
+    return launch(op, st);
+}
+
+status engine::isend_gather(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                            std::int32_t dest, std::int32_t tag, const struct iovec *iov,
+                            std::size_t iovcnt, unsigned flags, void *user, send_op &op,
+                            mpiv_p2p_status_t &st) noexcept
+{
+    if (iov == nullptr && iovcnt != 0) {
+        return status::invalid_arg;
+    }
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_base == nullptr && iov[i].iov_len != 0) {
+            return status::invalid_arg;
+        }
+        bytes += iov[i].iov_len;
+    }
+    if (!prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op)) {
+        return status::invalid_arg;
+    }
+    wire &w = op.w;
+    w.kind = wire_kind::rts;
+    w.flags |= k_wire_gather;
+    w.u.ref.where = reinterpret_cast<std::uintptr_t>(iov);
+    w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
+    w.u.ref.spare = iovcnt;
+    return launch(op, st);
+}
+
+status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    const wire &w = op.w;
+    op.queued_ack = (w.flags & k_wire_sync) != 0 || w.kind == wire_kind::rts;
     bool waits = true;
     // Sends wait behind queued ones (a thread's sends keep their order). After a
     // successful push of a message that waits for ACK/FIN, op may complete on another
     // thread at any time: read nothing from it afterwards.
+    const std::int32_t dest = op.dest;
+    const std::int32_t tag = w.tag;
+    const std::size_t bytes = w.size;
     if (outbound_count_.load(std::memory_order_relaxed) != 0 || !try_send(op, waits)) {
         if (w.kind == wire_kind::eager_inline) {
             // The wire holds the whole message: queue a copy, the send is done.
@@ -680,6 +727,20 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
 }
 
 namespace {
+// Shortens a gather list to its first n bytes (fewer when the list holds fewer).
+void cut_at(std::vector<struct iovec> &list, std::size_t n) noexcept
+{
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        if (list[i].iov_len >= n - total) {
+            list[i].iov_len = n - total;
+            list.resize(i + 1);
+            return;
+        }
+        total += list[i].iov_len;
+    }
+}
+
 // Hands bytes of a message to a receive's buffer or sink.
 void put(const recv_target &to, std::size_t offset, const void *data, std::size_t n) noexcept
 {
@@ -694,12 +755,34 @@ void put(const recv_target &to, std::size_t offset, const void *data, std::size_
 }
 } // namespace
 
-int engine::read_remote(std::uint32_t from, const recv_target &to, std::uintptr_t where,
+int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                         std::size_t n) noexcept
 {
     const pid_t pid = peers_[from].pid;
+    // The sender's bytes: one range, or (k_wire_gather) its list of ranges, fetched from
+    // the sender and cut at n bytes.
+    std::vector<struct iovec> list;
+    if ((w.flags & k_wire_gather) != 0) {
+        try {
+            list.resize(static_cast<std::size_t>(w.u.ref.spare));
+        } catch (const std::bad_alloc &) {
+            base::log(base::log_level::error, "mpiv: no memory for a %llu-entry gather list",
+                      static_cast<unsigned long long>(w.u.ref.spare));
+            return MPIV_ERR_NOMEM;
+        }
+        if (!list.empty() && shm::cma_read(pid, list.data(), w.u.ref.where,
+                                           list.size() * sizeof(struct iovec)) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        cut_at(list, n);
+    } else {
+        list.push_back({reinterpret_cast<void *>(w.u.ref.where), n});
+    }
     if (to.sink == nullptr) {
-        return shm::cma_read(pid, to.buf, where, n) == status::ok ? MPIV_OK : MPIV_ERR_SYSTEM;
+        const struct iovec local = {to.buf, n};
+        return shm::cma_readv(pid, &local, 1, list.data(), list.size()) == status::ok
+                   ? MPIV_OK
+                   : MPIV_ERR_SYSTEM;
     }
     // A sink: read piece by piece through a bounce buffer (below malloc's mmap threshold,
     // so reused from the heap), each piece consumed before the next is read.
@@ -709,12 +792,28 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, std::uintptr_
         base::log(base::log_level::error, "mpiv: no memory for a %zu-byte receive piece", piece);
         return MPIV_ERR_NOMEM;
     }
-    for (std::size_t done = 0; done < n; done += piece) {
+    std::size_t entry = 0;
+    std::size_t within = 0; // bytes of list[entry] already read
+    std::vector<struct iovec> part;
+    for (std::size_t done = 0; done < n;) {
         const std::size_t len = std::min(piece, n - done);
-        if (shm::cma_read(pid, bounce.get(), where + done, len) != status::ok) {
+        part.clear();
+        for (std::size_t need = len; need != 0;) {
+            const std::size_t take = std::min(list[entry].iov_len - within, need);
+            part.push_back({static_cast<char *>(list[entry].iov_base) + within, take});
+            need -= take;
+            within += take;
+            if (within == list[entry].iov_len) {
+                ++entry;
+                within = 0;
+            }
+        }
+        const struct iovec local = {bounce.get(), len};
+        if (shm::cma_readv(pid, &local, 1, part.data(), part.size()) != status::ok) {
             return MPIV_ERR_SYSTEM;
         }
         to.sink(to.ctx, done, bounce.get(), len);
+        done += len;
     }
     return MPIV_OK;
 }
@@ -739,11 +838,16 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
         break;
     case wire_kind::rts:
         if (n != 0) {
-            if (w.from == params_.self) {
-                put(to, 0, reinterpret_cast<const void *>(w.u.ref.where), n);
-            } else {
-                const int read = read_remote(w.from, to, w.u.ref.where, n);
+            if (w.from != params_.self) {
+                const int read = read_remote(w.from, to, w, n);
                 error = read != MPIV_OK ? read : error;
+            } else if ((w.flags & k_wire_gather) != 0) {
+                const auto *iov = reinterpret_cast<const struct iovec *>(w.u.ref.where);
+                for (std::size_t i = 0, off = 0; off < n; off += iov[i].iov_len, ++i) {
+                    put(to, off, iov[i].iov_base, std::min(iov[i].iov_len, n - off));
+                }
+            } else {
+                put(to, 0, reinterpret_cast<const void *>(w.u.ref.where), n);
             }
         }
         send_control(w.from, wire_kind::fin, w.u.ref.token, n);

@@ -43,6 +43,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include <mpiv/mpiv_p2p.h>
 
 #include "base/cacheline.hpp"
@@ -61,6 +63,8 @@ enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, 
 
 /// Wire flags.
 constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the match
+// rts: where is the sender's list of u.ref.spare struct iovec (its bytes in order)
+constexpr std::uint8_t k_wire_gather = 2;
 
 /// The payload of one queue slot.
 struct wire {
@@ -78,7 +82,7 @@ struct wire {
         struct {
             std::uint64_t where; // eager_packet: offset in the sender's region; rts: address
             std::uint64_t token; // sender's send_op (sync eager, rts; echoed by ack/fin)
-            std::uint64_t spare;
+            std::uint64_t spare; // rts with k_wire_gather: entries in the list
         } ref;
     } u;
 };
@@ -212,6 +216,12 @@ class engine {
                                std::int32_t dest, std::int32_t tag, const void *buf,
                                std::size_t bytes, unsigned flags, void *user, send_op &op,
                                mpiv_p2p_status_t &st) noexcept;
+    /// A rendezvous send of the bytes @p iov lists (in order); the list and the bytes stay
+    /// valid until completion.
+    [[nodiscard]] status isend_gather(comm_state &comm, std::uint32_t peer,
+                                      std::int32_t self_rank, std::int32_t dest, std::int32_t tag,
+                                      const struct iovec *iov, std::size_t iovcnt, unsigned flags,
+                                      void *user, send_op &op, mpiv_p2p_status_t &st) noexcept;
     [[nodiscard]] status irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
                                const recv_target &to, void *user, recv_op &op,
                                mpiv_p2p_status_t &st) noexcept;
@@ -266,8 +276,12 @@ class engine {
     void handle(const wire &w) noexcept;
     void arrive(comm_state &comm, inmsg &m) noexcept;
     void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
-    int read_remote(std::uint32_t from, const recv_target &to, std::uintptr_t where,
+    int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                     std::size_t n) noexcept;
+    bool prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                      std::int32_t dest, std::int32_t tag, std::size_t bytes, unsigned flags,
+                      void *user, send_op &op) noexcept;
+    status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
     void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
     void server_loop() noexcept;

@@ -10,8 +10,11 @@
  * are set with one atomic fetch-or, so exactly one side sees the other's bit).
  *
  * Datatypes. A contiguous layout goes to the engine as (buffer + true lower bound,
- * bytes). Other layouts go through an opal_convertor: sends are packed into a temporary
- * buffer at start; receives are unpacked piece by piece as the engine delivers the bytes
+ * bytes). Other layouts go through an opal_convertor. A send above the eager limit whose
+ * layout has ranges of MPIV_GATHER_MIN_RANGE bytes or more on average hands the engine
+ * its list of ranges (opal_convertor_raw; mpiv_p2p_isend_gather): the receiver reads them
+ * straight from this process, with no packing. Other sends are packed into a temporary
+ * buffer at start. Receives are unpacked piece by piece as the engine delivers the bytes
  * (mpiv_p2p_irecv_sink: a rendezvous message is read and unpacked 64 KiB at a time, with
  * no buffer the size of the message).
  *
@@ -125,6 +128,7 @@ static void request_construct(mca_pml_mpiv_request_t *req)
     req->ompi.req_cancel = req_cancel;
     req->pack_buf = NULL;
     req->unpacker = NULL;
+    req->gather = NULL;
 }
 
 OBJ_CLASS_INSTANCE(mca_pml_mpiv_request_t, ompi_request_t, request_construct, NULL);
@@ -267,10 +271,10 @@ void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
         req_release(req);
         return;
     case MPIV_REQ_SEND:
-        if (NULL != req->pack_buf) {
-            free(req->pack_buf);
-            req->pack_buf = NULL;
-        }
+        free(req->pack_buf);
+        req->pack_buf = NULL;
+        free(req->gather);
+        req->gather = NULL;
         break;
     case MPIV_REQ_RECV:
         unpacker_release(req);
@@ -492,6 +496,8 @@ static int started(mca_pml_mpiv_request_t *req, int rc, const mpiv_p2p_status_t 
     } else if (MPIV_INPROGRESS != rc) {
         free(req->pack_buf);
         req->pack_buf = NULL;
+        free(req->gather);
+        req->gather = NULL;
         unpacker_release(req);
         return map_status(rc);
     }
@@ -537,12 +543,54 @@ static int start_bsend(mca_pml_mpiv_request_t *req, uint32_t peer)
     return OMPI_SUCCESS;
 }
 
+/* Ranges of at least this many bytes on average make a send worth reading in place. */
+#define MPIV_GATHER_MIN_RANGE 256
+
+/* The raw ranges of a send's layout (opal_convertor_raw), or NULL when they are too many
+ * (shorter than MPIV_GATHER_MIN_RANGE bytes on average) or memory is short: pack then. */
+static struct iovec *gather_list(mca_pml_mpiv_request_t *req, size_t bytes, size_t *ranges)
+{
+    const size_t most = bytes / MPIV_GATHER_MIN_RANGE;
+    opal_convertor_t conv;
+    struct iovec *list = NULL;
+    size_t capacity = 0, n = 0;
+    int done = 0;
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &req->datatype->super,
+                                             req->count, req->buf, 0, &conv);
+    while (!done && n <= most) {
+        uint32_t got;
+        size_t length = 0;
+        if (n == capacity) {
+            struct iovec *grown;
+            capacity = capacity > 0 ? 2 * capacity : 64;
+            grown = realloc(list, capacity * sizeof(*list));
+            if (NULL == grown) {
+                n = most + 1;
+                break;
+            }
+            list = grown;
+        }
+        got = (uint32_t) (capacity - n);
+        done = opal_convertor_raw(&conv, list + n, &got, &length);
+        n += got;
+    }
+    OBJ_DESTRUCT(&conv);
+    if (n > most) {
+        free(list);
+        return NULL;
+    }
+    *ranges = n;
+    return list;
+}
+
 static int send_start(mca_pml_mpiv_request_t *req)
 {
     mpiv_p2p_status_t st;
     uint32_t peer;
     size_t bytes;
     char *start;
+    unsigned flags;
     int rc = peer_index(req->comm, req->peer, &peer);
     if (OMPI_SUCCESS != rc) {
         return rc;
@@ -551,7 +599,16 @@ static int send_start(mca_pml_mpiv_request_t *req)
     if (MCA_PML_BASE_SEND_BUFFERED == req->mode) {
         return start_bsend(req, peer);
     }
+    flags = MCA_PML_BASE_SEND_SYNCHRONOUS == req->mode ? MPIV_P2P_SEND_SYNC : 0;
     if (!contiguous(req->datatype, req->count, req->buf, &start, &bytes)) {
+        size_t ranges = 0;
+        if (bytes > (size_t) mca_pml_mpiv.eager_limit &&
+            NULL != (req->gather = gather_list(req, bytes, &ranges))) {
+            rc = mpiv_p2p_isend_gather(mca_pml_mpiv.engine, engine_comm(req->comm), peer,
+                                       req->comm->c_my_rank, req->peer, req->tag, req->gather,
+                                       ranges, flags, req, &req->op, &st);
+            return started(req, rc, &st);
+        }
         req->pack_buf = malloc(bytes);
         if (NULL == req->pack_buf) {
             return OMPI_ERR_OUT_OF_RESOURCE;
@@ -560,9 +617,7 @@ static int send_start(mca_pml_mpiv_request_t *req)
         start = req->pack_buf;
     }
     rc = mpiv_p2p_isend(mca_pml_mpiv.engine, engine_comm(req->comm), peer, req->comm->c_my_rank,
-                        req->peer, req->tag, start, bytes,
-                        MCA_PML_BASE_SEND_SYNCHRONOUS == req->mode ? MPIV_P2P_SEND_SYNC : 0, req,
-                        &req->op, &st);
+                        req->peer, req->tag, start, bytes, flags, req, &req->op, &st);
     return started(req, rc, &st);
 }
 

@@ -19,6 +19,7 @@
 #include "ompi/request/request.h"
 
 #include <mpiv/mpiv_p2p.h>
+#include <sys/uio.h>
 
 BEGIN_C_DECLS
 
@@ -85,6 +86,7 @@ typedef struct mca_pml_mpiv_request {
     size_t pack_size;
     bool pack_bsend;                /* pack_buf came from the bsend buffer */
     struct opal_convertor_t *unpacker;
+    struct iovec *gather;           /* a large send's raw ranges, read by the receiver */
 } mca_pml_mpiv_request_t;
 OBJ_CLASS_DECLARATION(mca_pml_mpiv_request_t);
 

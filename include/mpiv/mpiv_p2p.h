@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include <mpiv/mpiv_status.h>
 
@@ -144,6 +145,16 @@ MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                       int32_t self_rank, int32_t dest, int32_t tag,
                                       const void *buf, size_t bytes, unsigned flags, void *user,
                                       mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
+
+/** As mpiv_p2p_isend, for the bytes the @p iovcnt entries of @p iov list, in order: the
+ *  receiver reads them straight from those ranges (process_vm_readv), with no packing on
+ *  this side. Always a rendezvous (MPIV_INPROGRESS): for large non-contiguous buffers.
+ *  @p iov and the bytes must stay valid until completion. */
+MPIV_API mpiv_status_t mpiv_p2p_isend_gather(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                             uint32_t peer, int32_t self_rank, int32_t dest,
+                                             int32_t tag, const struct iovec *iov, size_t iovcnt,
+                                             unsigned flags, void *user, mpiv_p2p_op_t *op,
+                                             mpiv_p2p_status_t *status_p);
 
 /** Post a receive into @p buf (capacity @p bytes) from @p source (or -1: any) with @p tag
  *  (or -1: any tag >= 0). Returns as mpiv_p2p_isend; a truncated message completes with

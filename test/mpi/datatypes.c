@@ -6,10 +6,12 @@
  *   vector   MPI_Type_vector(4 blocks of 3 ints, stride 5): 12 ints in 72 bytes;
  *   indexed  MPI_Type_indexed(blocks 1,2,3,6 at 0,3,7,12):  12 ints in 72 bytes;
  *   struct   {char c; double d; int i[3];} sending c, d, i[0..1]: gaps after c and over i[2];
- * each with a packed twin of the same type signature and no gaps (contiguous(12, MPI_INT) or a
- * 17-byte struct).  Cases: derived -> packed, packed -> derived, derived -> same derived, and
- * vector <-> indexed (same signature, different layouts); counts giving a few hundred bytes and
- * more than 1 MiB; sender rank 0 and rank 1; blocking, non-blocking and matched-probe
+ *   wide     MPI_Type_vector(2 blocks of 100 ints, stride 150) resized to 1200 bytes: ranges
+ *            of 400 bytes (large messages of it are read in place by mpiv, not packed);
+ * each with a packed twin of the same type signature and no gaps (contiguous(12, MPI_INT), a
+ * 17-byte struct, contiguous(200, MPI_INT)).  Cases: derived -> packed, packed -> derived,
+ * derived -> same derived, and vector <-> indexed (same signature, different layouts); counts
+ * giving a few hundred bytes and more than 1 MiB (at most 8 MiB); sender rank 0 and rank 1; blocking, non-blocking and matched-probe
  * (MPI_Mprobe + MPI_Mrecv) receives take turns.
  * Checks: received bytes equal the sent segments in type-map order, receiver bytes outside the
  * segments (gaps, the tail) keep their sentinel, status source/tag and MPI_Get_count.
@@ -37,7 +39,7 @@ typedef struct {
     int i[3];
 } record_t;
 
-enum { VECTOR, INDEXED, RECORD, PACKED_INTS, PACKED_RECORD, NUM_LAYOUTS };
+enum { VECTOR, INDEXED, RECORD, WIDE, PACKED_INTS, PACKED_RECORD, PACKED_WIDE, NUM_LAYOUTS };
 static layout_t layouts[NUM_LAYOUTS];
 
 static MPI_Aint packed_size(const layout_t *l)
@@ -63,7 +65,7 @@ static void commit(layout_t *l, MPI_Datatype type)
 
 static void build_layouts(void)
 {
-    MPI_Datatype t;
+    MPI_Datatype t, unsized;
 
     layout_t *v = &layouts[VECTOR];
     *v = (layout_t){"vector", MPI_DATATYPE_NULL, 72, 4, {0, 20, 40, 60}, {12, 12, 12, 12}};
@@ -85,11 +87,19 @@ static void build_layouts(void)
                     {1, sizeof(double), 2 * sizeof(int)}};
     int record_blocks[3] = {1, 1, 2};
     MPI_Aint record_displs[3] = {r->offset[0], r->offset[1], r->offset[2]};
-    MPI_Datatype record_types[3] = {MPI_CHAR, MPI_DOUBLE, MPI_INT}, unsized;
+    MPI_Datatype record_types[3] = {MPI_CHAR, MPI_DOUBLE, MPI_INT};
     MT_CALL(MPI_Type_create_struct(3, record_blocks, record_displs, record_types, &unsized));
     MT_CALL(MPI_Type_create_resized(unsized, 0, sizeof(record_t), &t));
     MPI_Type_free(&unsized);
     commit(r, t);
+
+    /* ranges of 400 bytes: mpiv sends large messages of it from the ranges in place */
+    layout_t *w = &layouts[WIDE];
+    *w = (layout_t){"wide vector", MPI_DATATYPE_NULL, 1200, 2, {0, 600}, {400, 400}};
+    MT_CALL(MPI_Type_vector(2, 100, 150, MPI_INT, &unsized));
+    MT_CALL(MPI_Type_create_resized(unsized, 0, 1200, &t));
+    MPI_Type_free(&unsized);
+    commit(w, t);
 
     layout_t *pi = &layouts[PACKED_INTS];
     *pi = (layout_t){"contiguous(12 int)", MPI_DATATYPE_NULL, 48, 1, {0}, {48}};
@@ -104,6 +114,11 @@ static void build_layouts(void)
     MT_CALL(MPI_Type_create_resized(unsized, 0, packed_bytes, &t));
     MPI_Type_free(&unsized);
     commit(pr, t);
+
+    layout_t *pw = &layouts[PACKED_WIDE];
+    *pw = (layout_t){"contiguous(200 int)", MPI_DATATYPE_NULL, 800, 1, {0}, {800}};
+    MT_CALL(MPI_Type_contiguous(200, MPI_INT, &t));
+    commit(pw, t);
 }
 
 /* Copies the type-map bytes of `count` elements of layout `l` at `buf` into `stream`. */
@@ -215,12 +230,16 @@ int main(int argc, char **argv)
         {INDEXED, PACKED_INTS},  {PACKED_INTS, INDEXED},  {INDEXED, INDEXED},
         {RECORD, PACKED_RECORD}, {PACKED_RECORD, RECORD}, {RECORD, RECORD},
         {VECTOR, INDEXED},       {INDEXED, VECTOR},
+        {WIDE, PACKED_WIDE},     {PACKED_WIDE, WIDE},     {WIDE, WIDE},
     };
     /* few hundred bytes; around 64 KiB; more than 1 MiB of packed data */
     static const int counts[] = {1, 7, 1500, 30000, 100000};
     int tag = 1;
     for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); ++p) {
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+            if (packed_size(&layouts[pairs[p][0]]) * counts[c] > (8 << 20)) {
+                continue; /* at most 8 MiB of data per message */
+            }
             for (int sender = 0; sender < 2; ++sender) {
                 transfer(pairs[p][0], pairs[p][1], counts[c], sender, tag, tag % 3);
                 ++tag;

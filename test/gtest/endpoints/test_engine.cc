@@ -613,6 +613,77 @@ TEST_F(engine_test, sink_receives_pieces_in_order)
     EXPECT_EQ(finish(s).error, MPIV_OK);
 }
 
+// A gather send: the receiver reads the sender's ranges in order, into a buffer or a sink
+// (pieces cut across range boundaries), cut at its capacity; to another engine and to
+// itself; zero-length ranges are skipped.
+TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
+{
+    start();
+    // 3 * MPIV_P2P_SINK_PIECE + 300 bytes in ranges of odd sizes, gaps between them.
+    const std::size_t lengths[] = {1000, 0, 70001, 5, 65536, 60000, 366};
+    std::size_t total = 0;
+    for (std::size_t l : lengths) {
+        total += l;
+    }
+    ASSERT_EQ(total, 3u * MPIV_P2P_SINK_PIECE + 300);
+    std::vector<unsigned char> space(total + 64 * std::size(lengths), k_guard);
+    std::vector<struct iovec> iov;
+    std::vector<unsigned char> expected;
+    std::size_t at = 0;
+    std::uint32_t seed = 600;
+    for (std::size_t l : lengths) {
+        std::vector<unsigned char> part = patterned(l, ++seed);
+        std::copy(part.begin(), part.end(), space.begin() + static_cast<std::ptrdiff_t>(at));
+        expected.insert(expected.end(), part.begin(), part.end());
+        iov.push_back({space.data() + at, l});
+        at += l + 64;
+    }
+    const int pairs[][2] = {{0, 1}, {1, 1}};
+    for (const auto &pr : pairs) {
+        for (const bool to_sink : {false, true}) {
+            for (const std::size_t cap : {total, std::size_t{70500}}) {
+                SCOPED_TRACE(::testing::Message() << pr[0] << "->" << pr[1] << " cap " << cap
+                                                  << (to_sink ? " sink" : " buffer"));
+                std::vector<unsigned char> dst(cap + 16, k_guard);
+                sink_log got;
+                rop r;
+                const ep::recv_target t = to_sink ? ep::recv_target{nullptr, cap, &sink_log::take, &got}
+                                                  : ep::recv_target{dst.data(), cap, nullptr, nullptr};
+                r.rc = eng(pr[1]).irecv(comm(pr[1]), pr[0], 11, t, &r.rec, r.op, r.st);
+                ASSERT_EQ(r.rc, status::inprogress);
+                sop s;
+                s.rc = eng(pr[0]).isend_gather(comm(pr[0]), static_cast<std::uint32_t>(pr[1]),
+                                               pr[0], pr[1], 11, iov.data(), iov.size(), 0,
+                                               &s.rec, s.op, s.st);
+                ASSERT_EQ(s.rc, status::inprogress) << "always a rendezvous";
+                const mpiv_p2p_status_t rs = finish(r);
+                EXPECT_EQ(rs.bytes, cap);
+                EXPECT_EQ(rs.sent, total);
+                EXPECT_EQ(rs.error, cap < total ? MPIV_ERR_TRUNCATE : MPIV_OK);
+                const unsigned char *bytes = to_sink ? got.bytes.data() : dst.data();
+                if (to_sink) {
+                    ASSERT_EQ(got.bytes.size(), cap);
+                    EXPECT_TRUE(got.in_order);
+                } else {
+                    EXPECT_TRUE(guard_intact(dst, cap)) << "wrote past the capacity";
+                }
+                EXPECT_TRUE(std::equal(expected.begin(),
+                                       expected.begin() + static_cast<std::ptrdiff_t>(cap), bytes))
+                    << "content";
+                const mpiv_p2p_status_t ss = finish(s);
+                EXPECT_EQ(ss.error, MPIV_OK);
+                EXPECT_EQ(ss.bytes, total);
+            }
+        }
+    }
+    sop bad;
+    EXPECT_EQ(eng(0).isend_gather(comm(0), 1, 0, 1, 11, nullptr, 2, 0, &bad.rec, bad.op, bad.st),
+              status::invalid_arg);
+    const struct iovec hole = {nullptr, 8};
+    EXPECT_EQ(eng(0).isend_gather(comm(0), 1, 0, 1, 11, &hole, 1, 0, &bad.rec, bad.op, bad.st),
+              status::invalid_arg);
+}
+
 // Cancel: an unmatched receive goes away silently (the message it would have taken stays
 // for the next receive); a matched one cannot be cancelled.
 TEST_F(engine_test, cancel)
