@@ -230,6 +230,11 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p
     return MPIV_OK;
 }
 
+extern "C" MPIV_API size_t mpiv_p2p_inline_max(const mpiv_p2p_t *engine)
+{
+    return engine == nullptr ? 0 : reinterpret_cast<const ep::engine *>(engine)->inline_max();
+}
+
 extern "C" MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine)
 {
     return engine == nullptr ? 0 : eng(engine)->progress();

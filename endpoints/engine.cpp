@@ -486,14 +486,25 @@ status engine::comm_destroy(comm_state *comm) noexcept
     return status::ok;
 }
 
-bool engine::push(std::uint32_t peer, const wire &w) noexcept
+bool engine::push(std::uint32_t peer, const wire &w, const void *more,
+                  std::size_t more_bytes) noexcept
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
     const std::size_t first = my_endpoint() % n;
+    // The header, then (inline payload past k_wire_inline) the rest, in one message.
+    alignas(8) unsigned char message[shm::mpsc_queue<>::k_max_message];
+    const void *bytes = &w;
+    std::size_t len = sizeof w;
+    if (more_bytes != 0) {
+        std::memcpy(message, &w, sizeof w);
+        std::memcpy(message + sizeof w, more, more_bytes);
+        bytes = message;
+        len += more_bytes;
+    }
     tsan_pushing();
     for (std::size_t i = 0; i < n; ++i) {
-        if (p.queues[(first + i) % n].try_push(&w, sizeof w) == status::ok) {
+        if (p.queues[(first + i) % n].try_push(bytes, len) == status::ok) {
             ring(p.doorbell, p.sleeping);
             return true;
         }
@@ -543,7 +554,13 @@ bool engine::try_send(send_op &op, bool &waits) noexcept
         op.seq_comm = nullptr;
     }
     waits = op.queued_ack; // read before the push: op may complete at once after it
-    if (!push(op.peer, op.w)) {
+    const void *more = nullptr; // inline payload past the header's
+    std::size_t more_bytes = 0;
+    if (op.w.kind == wire_kind::eager_inline && op.w.inline_bytes > k_wire_inline) {
+        more = static_cast<const unsigned char *>(op.buf) + k_wire_inline;
+        more_bytes = op.w.inline_bytes - k_wire_inline;
+    }
+    if (!push(op.peer, op.w, more, more_bytes)) {
         return false; // keeps its packet and number: only a queue slot is missing
     }
     op.packet = nullptr;
@@ -553,12 +570,16 @@ bool engine::try_send(send_op &op, bool &waits) noexcept
 void engine::post_outbound(send_op *op, const send_op *copy) noexcept
 {
     std::lock_guard<base::ticket_lock> guard(outbound_mu_);
-    outbound item{op, {}};
-    if (copy != nullptr) {
-        item.copy = *copy;
-    }
     try {
-        outbound_.push_back(item);
+        outbound &item = outbound_.emplace_back();
+        item.op = op;
+        if (copy != nullptr) {
+            item.copy = *copy;
+            // The caller's buffer is free once the send returns: keep the inline payload.
+            if (copy->w.kind == wire_kind::eager_inline && copy->w.inline_bytes != 0) {
+                std::memcpy(item.payload, copy->buf, copy->w.inline_bytes);
+            }
+        }
     } catch (const std::bad_alloc &) {
         base::log(base::log_level::error, "mpiv: out of memory queueing a send; aborting");
         std::abort();
@@ -596,6 +617,9 @@ int engine::drain_outbound() noexcept
             // Read before sending: a send that waits for ACK/FIN may complete (and its
             // storage be reused) as soon as it is pushed.
             bool waits = true;
+            if (it->op == nullptr) {
+                it->copy.buf = it->payload; // the item does not move while it is queued
+            }
             const bool sent = try_send(it->op != nullptr ? *it->op : it->copy, waits);
             if (!sent) {
                 // The pool or the queues are full: later items would fail the same way.
@@ -654,11 +678,11 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     }
     op.buf = buf;
     wire &w = op.w;
-    if ((w.flags & k_wire_sync) == 0 && bytes <= k_inline_max) {
+    if ((w.flags & k_wire_sync) == 0 && bytes <= inline_max_) {
         w.kind = wire_kind::eager_inline;
         w.inline_bytes = static_cast<std::uint32_t>(bytes);
         if (bytes != 0) {
-            std::memcpy(w.u.data, buf, bytes);
+            std::memcpy(w.u.data, buf, std::min(bytes, k_wire_inline));
         }
     } else if (bytes <= params_.eager_limit) {
         w.kind = wire_kind::eager_packet;
@@ -825,7 +849,10 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     switch (w.kind) {
     case wire_kind::eager_inline:
-        put(to, 0, w.u.data, n);
+        put(to, 0, w.u.data, std::min(n, k_wire_inline));
+        if (n > k_wire_inline) {
+            put(to, k_wire_inline, m.more, n - k_wire_inline);
+        }
         break;
     case wire_kind::eager_packet:
         put(to, 0, m.packet, n);
@@ -889,7 +916,7 @@ void engine::arrive(comm_state &comm, inmsg &m) noexcept
     }
 }
 
-void engine::handle(const wire &w) noexcept
+void engine::handle(const wire &w, const unsigned char *more, std::size_t more_bytes) noexcept
 {
     switch (w.kind) {
     case wire_kind::ack:
@@ -916,6 +943,16 @@ void engine::handle(const wire &w) noexcept
     m->w = w;
     m->packet = nullptr;
     m->next_pending = nullptr;
+    if (w.kind == wire_kind::eager_inline && w.inline_bytes > k_wire_inline) {
+        const std::size_t rest = w.inline_bytes - k_wire_inline;
+        if (w.inline_bytes != w.size || rest > std::min(more_bytes, k_inline_more)) {
+            base::log(base::log_level::error, "mpiv: bad inline message from peer %u dropped",
+                      w.from);
+            free_inmsg(m);
+            return;
+        }
+        std::memcpy(m->more, more, rest);
+    }
     if (w.kind == wire_kind::eager_packet) {
         void *p = nullptr;
         if (w.from >= params_.num_peers || peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
@@ -1008,11 +1045,12 @@ int engine::progress() noexcept
             continue;
         }
         const int k = q.drain(
-            [this](const void *payload) {
+            [this](const void *payload, std::size_t bytes) {
                 tsan_popped();
                 wire w;
                 std::memcpy(&w, payload, sizeof w);
-                handle(w);
+                handle(w, static_cast<const unsigned char *>(payload) + sizeof w,
+                       bytes - sizeof w);
             },
             k_drain_batch);
         if (k > 0) {

@@ -7,10 +7,12 @@
 //   Peers map it through /proc/<pid>/fd/<fd> (address from the modex). A process only
 //   drains its own queues; it writes into peers' queues and reads their packets.
 // - Wire. A queue slot carries a 56-byte wire header: kind, envelope (cid, source, tag,
-//   sequence), size, and either up to 24 payload bytes inline, a packet offset in the
-//   sender's region, or (rendezvous) the sender's buffer address. The sender's operation
-//   address travels as a token and comes back in ACK (synchronous eager send, after the
-//   match) and FIN (rendezvous, after the receiver's single process_vm_readv copy).
+//   sequence), size, and either payload inline (24 bytes in the header, up to 392 more in
+//   the following slots of the same queue message: 416 in all), a packet offset in the
+//   sender's region, or (rendezvous) the sender's buffer address or its list of ranges
+//   (gather). The sender's operation address travels as a token and comes back in ACK
+//   (synchronous eager send, after the match) and FIN (rendezvous, after the receiver's
+//   process_vm_readv copy).
 // - Matching. Each communicator is a match::basic_comm (full MPI rules) whose TLP lock
 //   kind is an engine parameter (P-MCS-MCS, P-HMCS-MCS, ticket); an arrival becomes an
 //   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
@@ -24,8 +26,8 @@
 //   push (see send_op): a stuck send never holds a number that later messages, held by
 //   the receiver, would wait for. ACK and FIN queue the same way. Nothing is dropped.
 // - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
-//   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each thread is bound on first use to an endpoint
-//   (round robin): it sends through that endpoint's packets to the peer endpoint of the
+//   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each
+//   thread is bound on first use to an endpoint (round robin): it sends through that endpoint's packets to the peer endpoint of the
 //   same index and drains that queue first. Each queue has one drainer at a time (the
 //   queue's try-lock); progress() may run in any number of threads. The outbound list is
 //   guarded by a mutex taken only when it is non-empty (a relaxed count says so).
@@ -87,14 +89,19 @@ struct wire {
     } u;
 };
 static_assert(sizeof(wire) == 56, "a wire header fills one queue slot's payload");
-constexpr std::size_t k_inline_max = sizeof(wire{}.u.data);
-static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI promises this inline size");
+// An inline message carries its first k_wire_inline bytes in the header and the rest in
+// the queue slots that follow it (a message of up to mpsc_queue::k_max_message bytes).
+constexpr std::size_t k_wire_inline = sizeof(wire{}.u.data);
+constexpr std::size_t k_inline_more = shm::mpsc_queue<>::k_max_message - sizeof(wire);
+constexpr std::size_t k_inline_max = k_wire_inline + k_inline_more;
+static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI names the largest inline size");
 
 /// An arrived message while the engine owns it.
 struct inmsg : match::msg_node {
     wire w;               // as received (data holds inline payload)
     const void *packet;   // eager_packet: the payload in the sender's segment
     inmsg *next_pending;  // pending list of an unknown context id
+    unsigned char more[k_inline_more]; // inline payload past the header's k_wire_inline
 };
 
 struct comm_state;
@@ -245,6 +252,10 @@ class engine {
 
     int progress() noexcept;
 
+    /// Largest message sent inline (in the queue, done at once): MPIV_P2P_INLINE_MAX, or
+    /// less when the queues have fewer slots than such a message takes.
+    std::size_t inline_max() const noexcept { return inline_max_; }
+
     /// Begin a wait for @p count >= 1 completions by the calling thread or ULT.
     waiter *wait_begin(std::int32_t count) noexcept;
     /// One completion for @p w (any thread).
@@ -270,10 +281,11 @@ class engine {
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     bool try_send(send_op &op, bool &waits) noexcept;
     void post_outbound(send_op *op, const send_op *copy) noexcept;
-    bool push(std::uint32_t peer, const wire &w) noexcept;
+    bool push(std::uint32_t peer, const wire &w, const void *more = nullptr,
+              std::size_t more_bytes = 0) noexcept;
     void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
                       std::uint64_t bytes) noexcept;
-    void handle(const wire &w) noexcept;
+    void handle(const wire &w, const unsigned char *more, std::size_t more_bytes) noexcept;
     void arrive(comm_state &comm, inmsg &m) noexcept;
     void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
     int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
@@ -296,6 +308,11 @@ class engine {
     void unpark_locked(waiter &w) noexcept; // park_mu_ held
 
     const mpiv_p2p_params_t params_;
+    // Largest inline message: what fits in a queue's slots, at most k_inline_max.
+    const std::size_t inline_max_ = std::min<std::size_t>(
+        k_inline_max,
+        std::min<std::size_t>(params_.queue_slots, shm::mpsc_queue<>::k_max_slots) *
+                shm::mpsc_queue<>::k_payload - (sizeof(wire) - k_wire_inline));
     address_t addr_{};
     shm::segment seg_;
     pool::packet_pool<> pool_;
@@ -332,6 +349,7 @@ class engine {
     struct outbound {
         send_op *op;  // a send in the caller's storage, or nullptr: use copy
         send_op copy; // a self-contained send (inline payload, ACK, FIN)
+        unsigned char payload[k_inline_max]; // copy's inline payload (copy.buf points here)
     };
     alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};
     // A lock that yields a waiting ULT (a drainer may yield inside the pool while holding

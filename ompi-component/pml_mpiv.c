@@ -645,7 +645,7 @@ static bool send_inline(const void *buf, size_t count, ompi_datatype_t *dt, int 
     size_t bytes;
     char *start;
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode || MCA_PML_BASE_SEND_BUFFERED == mode ||
-        !contiguous(dt, count, buf, &start, &bytes) || bytes > MPIV_P2P_INLINE_MAX) {
+        !contiguous(dt, count, buf, &start, &bytes) || bytes > mca_pml_mpiv.inline_max) {
         return false;
     }
     *rc = peer_index(comm, dst, &peer);

@@ -109,8 +109,9 @@ static int component_register(void)
         &mca_pml_mpiv.lock);
     OBJ_RELEASE(lock_enum);
     reg_int("eager_limit",
-            "Largest message (bytes) sent eagerly; larger ones use rendezvous with a single "
-            "process_vm_readv copy. 0..1048576; it is also the packet size",
+            "Largest message (bytes) sent eagerly through a shared-memory packet; larger ones "
+            "use rendezvous with a single process_vm_readv copy. 0..1048576; it is also the "
+            "packet size. Messages of up to 416 bytes travel inside the queue whatever this is",
             OPAL_INFO_LVL_4, &mca_pml_mpiv.eager_limit);
     reg_int("packet_count", "Packets in each process's shared-memory packet pool, 1..1048576",
             OPAL_INFO_LVL_5, &mca_pml_mpiv.packet_count);
@@ -295,6 +296,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
         opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
         return decline("shared memory or CMA (process_vm_readv) is unavailable");
     }
+    mca_pml_mpiv.inline_max = mpiv_p2p_inline_max(mca_pml_mpiv.engine);
     (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);
     OPAL_MODEX_SEND(rc, OPAL_PMIX_LOCAL, &mca_pml_mpiv_component.pmlm_version, addr, len);
     if (OPAL_SUCCESS != rc || OMPI_SUCCESS != mca_pml_mpiv_module_init()) {
@@ -303,9 +305,10 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
         return decline("cannot publish the address through the modex");
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
-                        "pml mpiv: selected candidate: %u endpoints, eager limit %u, %u packets, "
-                        "idle time %u us, progress %s (server PU %d), lock %s", params.endpoints,
-                        params.eager_limit, params.packet_count, params.idle_us,
+                        "pml mpiv: selected candidate: %u endpoints, inline up to %zu bytes, eager "
+                        "limit %u, %u packets, idle time %u us, progress %s (server PU %d), lock %s",
+                        params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
+                        params.packet_count, params.idle_us,
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
                         params.server_cpu, lock_values[params.lock].string);
     *priority = mca_pml_mpiv.priority;

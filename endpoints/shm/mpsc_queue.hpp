@@ -1,6 +1,6 @@
-// mpsc_queue: a bounded multi-producer single-consumer queue of 56-byte messages whose
-// whole state lives in one caller-supplied memory region (a worker endpoint's inbound
-// queue, DESIGN.md "Data path").
+// mpsc_queue: a bounded multi-producer single-consumer queue of messages of up to 8 slots
+// of 56 bytes whose whole state lives in one caller-supplied memory region (a worker
+// endpoint's inbound queue, DESIGN.md "Data path").
 //
 // Layout, as offsets from the region base (base aligned to k_false_sharing; a shared-memory
 // segment is page aligned). Everything is position-independent (positions and offsets, no
@@ -13,27 +13,31 @@
 //
 // Design (after Dmitry Vyukov's bounded queue, with a per-slot sequence number): positions
 // are 64-bit counters that never wrap in practice; position p lives in slot p & (capacity-1).
-// - Slot sequence values: seq == p + 1 means "holds the message of position p"; any other
-//   value means "no message for p yet" (format() sets slot i's seq to i; a message of an
-//   earlier lap left p - capacity + 1). The consumer never writes a slot.
+// - A message takes k = 1 .. 8 consecutive positions (its bytes cut into k payloads); its
+//   first slot's seq publishes it: the low 56 bits hold p + 1, the top 8 bits k - 1 (so
+//   positions may count to 2^56). Any other low value means "no message for p yet"
+//   (format() sets slot i's seq to i; a message of an earlier lap left an older stamp).
+//   The other k - 1 slots' seq words are not written: the consumer skips them. The
+//   consumer never writes a slot.
 // - Free slots are told by the consumer's head instead: position p may be written once
 //   head > p - capacity (the message of p - capacity was copied out). Each producer view
 //   caches the last head it read and reloads it only when the cache says "full", so a push
 //   normally touches the tail (its process's own line) and the slot, whose first access is
 //   the payload write: one cache-line transfer to the consumer per message, not three.
-// - A producer loads the tail, checks room against the cached head (reloading it once when
-//   short; still short: the queue is full and try_push returns busy), claims the position
-//   with a CAS on the tail (a failed CAS reloads the tail: another producer won it), writes
-//   the payload and publishes it.
-// - The consumer (whoever holds the try-lock) reads slot head & mask: seq == head + 1 means
-//   a message is ready; anything else means empty (or claimed but not yet published). It
-//   advances head past each message before handing it to the caller.
+// - A producer loads the tail, checks room for its k positions against the cached head
+//   (reloading it once when short; still short: the queue is full and try_push returns
+//   busy), claims them with a CAS of the tail to tail + k (a failed CAS reloads the tail:
+//   another producer won it), writes the payloads and publishes the first slot last.
+// - The consumer (whoever holds the try-lock) reads slot head & mask: a stamp of head + 1
+//   means a message is ready; anything else means empty (or claimed but not yet
+//   published). It copies the k payloads out and advances head past them before handing
+//   the message to the caller.
 // Invariants: head <= tail <= head + capacity; slots of positions [head, tail) are claimed
 // or published, the others are free; only the try-lock holder reads payloads and writes
 // head; each position is claimed by exactly one producer (the tail CAS).
 //
-// Ordering: a producer publishes the payload with a release store of the slot's seq; the
-// consumer loads seq with acquire before copying the payload. The consumer frees the slot
+// Ordering: a producer publishes the payloads with a release store of the first slot's
+// seq; the consumer loads seq with acquire before copying the payloads. The consumer frees the slot
 // with a release store of head after copying the payload out; a producer loads head with
 // acquire before overwriting the slot, and passes what it read to the other producers of
 // its process through the cache (release store, acquire load: the chain keeps the
@@ -50,13 +54,14 @@
 // Memory: 512 bytes of header plus 64 bytes per slot (capacity 2 .. 2^20, a power of two):
 // 64 KiB + 512 B for 1024 slots.
 //
-// When not to use: for payloads larger than 56 bytes (send a descriptor of a packet, see
+// When not to use: for payloads larger than 448 bytes (send a descriptor of a packet, see
 // packet_region); where the consumer must be able to block (there is no wake-up, only
 // polling); where a producer process may die mid-push and others must carry on: a claimed
 // but never published slot wedges the queue for good. Many producers pushing hard all write
 // the tail line; one queue per consumer keeps that to the producers of one destination.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -74,7 +79,7 @@ namespace detail {
 
 /// "mpivmsq" plus a layout version byte: a region formatted by an incompatible build is
 /// refused by attach().
-constexpr std::uint64_t k_queue_magic = 0x6d7069766d735102ull;
+constexpr std::uint64_t k_queue_magic = 0x6d7069766d735103ull;
 
 /// Bytes per slot: the sequence word and the payload.
 constexpr std::size_t k_slot_bytes = 64;
@@ -125,8 +130,11 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                   "the shared layout stores atomics as plain-sized words");
 
   public:
-    /// Largest message, in bytes.
+    /// Bytes of one slot's payload.
     static constexpr std::size_t k_payload = sizeof(detail::queue_slot<Atom>::payload);
+    /// Most slots one message takes, and the largest message in bytes.
+    static constexpr std::size_t k_max_slots = 8;
+    static constexpr std::size_t k_max_message = k_payload * k_max_slots;
     /// Smallest and largest capacity (slots).
     static constexpr std::uint32_t k_min_capacity = 2;
     static constexpr std::uint32_t k_max_capacity = 1u << 20;
@@ -222,13 +230,14 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         return status::ok;
     }
 
-    /// @brief Enqueue one message (a copy of @p len bytes; the consumer sees k_payload
-    /// bytes, those past @p len zero).
+    /// @brief Enqueue one message (a copy of @p len bytes in ceil(len / k_payload) slots,
+    /// at least one; the consumer sees whole slots' payloads, the bytes past @p len zero).
     /// @param[in] msg the message; may be nullptr when @p len is 0
-    /// @param[in] len its size, at most k_payload
+    /// @param[in] len its size, at most k_max_message
     /// @return status::ok; status::busy when the queue is full (nothing was written: retry
     ///         after the consumer drains); status::invalid_arg (logged) when @p len is too
-    ///         large; status::not_initialized (logged) before format or attach
+    ///         large (or needs more slots than the queue has); status::not_initialized
+    ///         (logged) before format or attach
     /// @context thread-safe, lock-free, any thread of any process attached to the region;
     ///          never blocks or yields; hot path
     [[nodiscard]] status try_push(const void *msg, std::size_t len) noexcept
@@ -237,44 +246,50 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             base::log(base::log_level::error, "shm: queue used before format or attach");
             return status::not_initialized;
         }
-        if (len > k_payload || (msg == nullptr && len != 0)) {
-            base::log(base::log_level::error, "shm: message of %zu bytes (at most %zu)", len,
-                      k_payload);
+        const std::size_t k = len <= k_payload ? 1 : (len + k_payload - 1) / k_payload;
+        if (k > k_max_slots || k > capacity_ || (msg == nullptr && len != 0)) {
+            base::log(base::log_level::error,
+                      "shm: message of %zu bytes (at most %zu, and %u slots)", len,
+                      k_max_message, capacity_);
             return status::invalid_arg;
         }
         std::uint64_t pos = header_->tail.load(std::memory_order_relaxed);
         for (;;) {
             // sync: acquire; pairs with the release store in refresh_head() by this
             // process's producer that read the consumer's head.
-            if (no_room(pos, head_cache_.load(std::memory_order_acquire)) &&
-                no_room(pos, refresh_head())) {
-                return status::busy; // the slot still holds the message of pos - capacity
+            if (no_room(pos + k - 1, head_cache_.load(std::memory_order_acquire)) &&
+                no_room(pos + k - 1, refresh_head())) {
+                return status::busy; // a slot still holds a message of the previous lap
             }
             // On failure the CAS reloads pos: another producer won the position.
-            if (header_->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
+            if (header_->tail.compare_exchange_weak(pos, pos + k, std::memory_order_relaxed,
                                                     std::memory_order_relaxed)) {
                 break;
             }
         }
-        detail::queue_slot<Atom> *const slot = slot_at(pos);
-        if (len != 0) {
-            std::memcpy(slot->payload, msg, len);
+        const auto *bytes = static_cast<const unsigned char *>(msg);
+        for (std::size_t j = 0; j < k; ++j) {
+            unsigned char *const payload = slot_at(pos + j)->payload;
+            const std::size_t n = j * k_payload >= len ? 0 : std::min(k_payload, len - j * k_payload);
+            if (n != 0) {
+                std::memcpy(payload, bytes + j * k_payload, n);
+            }
+            std::memset(payload + n, 0, k_payload - n);
         }
-        std::memset(slot->payload + len, 0, k_payload - len);
         // sync: release; pairs with the acquire load in drain(): the consumer that sees
-        // pos + 1 sees the payload.
-        slot->seq.store(pos + 1, std::memory_order_release);
+        // the stamp of pos sees all k payloads.
+        slot_at(pos)->seq.store(stamp(pos, k), std::memory_order_release);
         return status::ok;
     }
 
     /// @brief Dequeue up to @p max messages in queue order, calling @p fn for each.
     ///
-    /// Each message is copied out of its slot and the slot is freed for producers before
-    /// @p fn runs: @p fn receives a pointer to a k_payload-byte copy (aligned to 8) that is
-    /// valid only during the call. @p fn runs under the consumer lock: it may call
-    /// try_push() on any queue (this one included) but a drain() of this queue from inside
-    /// it returns -1. @p fn must not throw.
-    /// @param[in] fn callable as fn(const void *payload)
+    /// Each message is copied out of its slots and the slots are freed for producers before
+    /// @p fn runs: @p fn receives a pointer to a copy of its whole slots' payloads (aligned
+    /// to 8; k * k_payload bytes) that is valid only during the call. @p fn runs under the
+    /// consumer lock: it may call try_push() on any queue (this one included) but a drain()
+    /// of this queue from inside it returns -1. @p fn must not throw.
+    /// @param[in] fn callable as fn(const void *payload, std::size_t bytes)
     /// @param[in] max most messages to pop; 0 or less pops nothing
     /// @return the number of messages popped (0 when empty), or -1 when another thread
     ///         holds the consumer lock (nothing popped: poll again later)
@@ -293,21 +308,25 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         // visible.
         std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
         int popped = 0;
-        alignas(8) unsigned char copy[k_payload];
+        alignas(8) unsigned char copy[k_max_message];
         while (popped < max) {
-            detail::queue_slot<Atom> *const slot = slot_at(pos);
-            // sync: acquire; pairs with the release store in try_push(): seeing pos + 1
-            // makes the payload visible.
-            if (slot->seq.load(std::memory_order_acquire) != pos + 1) {
+            // sync: acquire; pairs with the release store in try_push(): the stamp of pos
+            // makes the payloads visible.
+            const std::uint64_t seq = slot_at(pos)->seq.load(std::memory_order_acquire);
+            if (((seq ^ (pos + 1)) & k_position_mask) != 0) {
                 break; // empty, or the next position is claimed but not yet published
             }
-            std::memcpy(copy, slot->payload, k_payload);
-            ++pos;
-            // sync: release; pairs with the acquire load in refresh_head(): the copy above
-            // is done before the producer of the next lap overwrites the payload.
+            // At most k_max_slots whatever a faulty peer wrote in the top byte.
+            const std::size_t k = std::min<std::size_t>((seq >> k_count_shift) + 1, k_max_slots);
+            for (std::size_t j = 0; j < k; ++j) {
+                std::memcpy(copy + j * k_payload, slot_at(pos + j)->payload, k_payload);
+            }
+            pos += k;
+            // sync: release; pairs with the acquire load in refresh_head(): the copies
+            // above are done before the producers of the next lap overwrite the payloads.
             header_->head.store(pos, std::memory_order_release);
             ++popped;
-            fn(static_cast<const void *>(copy));
+            fn(static_cast<const void *>(copy), k * k_payload);
         }
         unlock();
         return popped;
@@ -325,7 +344,8 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             return true;
         }
         const std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
-        return slot_at(pos)->seq.load(std::memory_order_relaxed) != pos + 1;
+        return ((slot_at(pos)->seq.load(std::memory_order_relaxed) ^ (pos + 1)) &
+                k_position_mask) != 0;
     }
 
     /// Number of slots (0 before format or attach).
@@ -367,6 +387,15 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     detail::queue_slot<Atom> *slot_at(std::uint64_t pos) const noexcept
     {
         return slots_ + (pos & mask_);
+    }
+
+    static constexpr unsigned k_count_shift = 56;
+    static constexpr std::uint64_t k_position_mask = (std::uint64_t{1} << k_count_shift) - 1;
+
+    /// The first slot's seq of a message of @p k slots at position @p pos.
+    static constexpr std::uint64_t stamp(std::uint64_t pos, std::size_t k) noexcept
+    {
+        return ((pos + 1) & k_position_mask) | (std::uint64_t{k - 1} << k_count_shift);
     }
 
     /// Whether position @p pos is still taken by the previous lap, going by @p head. A head

@@ -132,10 +132,15 @@ MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t
 /** Send modes. */
 #define MPIV_P2P_SEND_SYNC 1u /**< complete only once the receiver matched */
 
-/** A send without MPIV_P2P_SEND_SYNC of at most this many bytes always completes at once
- *  (MPIV_OK) and does not use its mpiv_p2p_op_t after the call returns: the payload
- *  travels inside the queue slot (queued in the engine when the slot is not free). */
-#define MPIV_P2P_INLINE_MAX 24
+/** Largest inline message: a send without MPIV_P2P_SEND_SYNC of at most
+ *  mpiv_p2p_inline_max(engine) bytes (this, or less with queues of fewer than 8 slots)
+ *  always completes at once (MPIV_OK) and does not use its mpiv_p2p_op_t after the call
+ *  returns: the payload travels inside the queue, in up to 8 slots (queued in the engine
+ *  when they are not free). */
+#define MPIV_P2P_INLINE_MAX 416
+
+/** This engine's largest inline message (see MPIV_P2P_INLINE_MAX); 0 for NULL. */
+MPIV_API size_t mpiv_p2p_inline_max(const mpiv_p2p_t *engine);
 
 /** Start a send of @p bytes at @p buf to rank @p dest (peer index @p peer) of @p comm,
  *  from rank @p self_rank. The buffer must stay valid until completion.

@@ -290,10 +290,12 @@ class engine_test : public ::testing::Test {
 
 // ------------------------------------------------------------------ protocols
 
-const std::size_t k_sizes[] = {0, 1, 24, 25, k_limit, k_limit + 1, k_mib};
+const std::size_t k_sizes[] = {0,   1,   24,      25,          56,   57,
+                               416, 417, k_limit, k_limit + 1, k_mib};
 
-// Every protocol (inline <= 24 B, packet <= eager limit, rendezvous above), both arrival
-// orders, between the two engines and from each engine to itself.
+// Every protocol (inline <= 416 B: the header's 24 bytes, then up to 7 more queue slots;
+// packet <= eager limit; rendezvous above), both arrival orders, between the two engines
+// and from each engine to itself.
 TEST_F(engine_test, sizes_protocols_and_content)
 {
     start();
@@ -1519,12 +1521,15 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         p.packet_count = 1;
         p.idle_us = 0;
         std::unique_ptr<ep::engine> e;
-        EXPECT_EQ(ep::engine::create(p, e), status::ok);
+        ASSERT_EQ(ep::engine::create(p, e), status::ok);
+        EXPECT_EQ(e->inline_max(), 2 * 56u - 32u) << "inline messages fit in two slots";
         p.eager_limit = 1u << 20;
         p.packet_count = 4;
         p.idle_us = 1000000;
+        p.queue_slots = 8;
         std::unique_ptr<ep::engine> e2;
-        EXPECT_EQ(ep::engine::create(p, e2), status::ok);
+        ASSERT_EQ(ep::engine::create(p, e2), status::ok);
+        EXPECT_EQ(e2->inline_max(), std::size_t{MPIV_P2P_INLINE_MAX});
     }
 }
 

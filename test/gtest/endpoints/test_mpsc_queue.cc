@@ -73,6 +73,36 @@ bool intact(const message &m)
     return std::memcmp(&m, &expected, sizeof(m)) == 0;
 }
 
+/// Length of message @p i of producer @p p in the stress tests: 1 to 3 slots (at most the
+/// queue's capacity), ending anywhere in its last slot: a message header, then tail bytes.
+std::size_t stress_len(std::uint32_t p, std::uint64_t i, std::uint32_t capacity)
+{
+    const std::size_t slots = 1 + (i * 7 + p) % std::min<std::size_t>(3, capacity);
+    return slots == 1 ? k_payload : (slots - 1) * k_payload + 1 + i % k_payload;
+}
+
+unsigned char tail_byte(std::uint32_t p, std::uint64_t i, std::size_t j)
+{
+    return static_cast<unsigned char>(p * 13 + i * 5 + j);
+}
+
+/// A whole stress message as drained: header, tail bytes to len, zeros to the slot end.
+bool stress_intact(const unsigned char *bytes, std::size_t size, std::uint32_t capacity)
+{
+    message m;
+    std::memcpy(&m, bytes, sizeof(m));
+    const std::size_t len = stress_len(m.producer, m.counter, capacity);
+    if (!intact(m) || size != (len + k_payload - 1) / k_payload * k_payload) {
+        return false;
+    }
+    for (std::size_t j = sizeof(m); j < size; ++j) {
+        if (bytes[j] != (j < len ? tail_byte(m.producer, m.counter, j) : 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /// Push, retrying while the queue is full; false after ~ the child timeout.
 template <template <class> class Atom>
 bool push_retrying(mpsc_queue<Atom> &q, const void *msg, std::size_t len)
@@ -110,20 +140,21 @@ TEST(mpsc_queue, use_before_format_and_bad_messages)
     mpsc_queue<> q;
     const message m = make_message(0, 0);
     EXPECT_EQ(q.try_push(&m, sizeof(m)), status::not_initialized);
-    EXPECT_EQ(q.drain([](const void *) {}, 8), 0);
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 8), 0);
     EXPECT_TRUE(q.empty_hint());
     region_buffer buffer(mpsc_queue<>::bytes_for(4));
     ASSERT_EQ(q.format(buffer.data(), buffer.size(), 4), status::ok);
     EXPECT_EQ(q.capacity(), 4u);
-    unsigned char big[k_payload + 1] = {};
-    EXPECT_EQ(q.try_push(big, sizeof(big)), status::invalid_arg);
+    unsigned char big[mpsc_queue<>::k_max_message + 1] = {};
+    EXPECT_EQ(q.try_push(big, sizeof(big)), status::invalid_arg) << "larger than 8 slots";
+    EXPECT_EQ(q.try_push(big, 4 * k_payload + 1), status::invalid_arg) << "5 slots of 4";
     EXPECT_EQ(q.try_push(nullptr, 1), status::invalid_arg);
     EXPECT_TRUE(q.empty_hint()) << "rejected messages take no slot";
-    EXPECT_EQ(log.errors().size(), 3u);
+    EXPECT_EQ(log.errors().size(), 4u);
     EXPECT_EQ(q.try_push(nullptr, 0), status::ok) << "an empty message is fine";
     EXPECT_EQ(q.try_push(big, k_payload), status::ok);
     EXPECT_FALSE(q.empty_hint());
-    EXPECT_EQ(q.drain([](const void *) {}, 8), 2);
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 8), 2);
     EXPECT_TRUE(q.empty_hint());
 }
 
@@ -173,7 +204,7 @@ TEST(mpsc_queue, fifo_and_wrap_around)
         }
         const int max = static_cast<int>(1 + (round * 7) % k_capacity);
         const int n = q.drain(
-            [&](const void *payload) {
+            [&](const void *payload, std::size_t) {
                 std::uint64_t seen;
                 std::memcpy(&seen, payload, sizeof(seen));
                 ASSERT_EQ(seen, popped);
@@ -190,8 +221,64 @@ TEST(mpsc_queue, fifo_and_wrap_around)
         ASSERT_LE(popped, pushed);
         ASSERT_LE(pushed - popped, k_capacity);
     }
-    EXPECT_EQ(q.drain([](const void *) {}, 1000), static_cast<int>(pushed - popped));
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 1000), static_cast<int>(pushed - popped));
     EXPECT_TRUE(q.empty_hint());
+}
+
+// Messages of 1 to 8 slots: the consumer gets whole slots (the bytes past the length
+// zero), messages wrap around the end of the ring, and a message that needs more free
+// slots than there are is refused with busy although one is free.
+TEST(mpsc_queue, multi_slot_messages)
+{
+    constexpr std::uint32_t k_capacity = 32;
+    region_buffer buffer(mpsc_queue<>::bytes_for(k_capacity));
+    mpsc_queue<> q;
+    ASSERT_EQ(q.format(buffer.data(), buffer.size(), k_capacity), status::ok);
+    std::vector<unsigned char> msg(mpsc_queue<>::k_max_message);
+    std::size_t lengths_seen = 0;
+    for (std::size_t round = 0; round < 40; ++round) {
+        // lengths 448, 0, 57, 112, 300: 8, 1, 2, 2, 6 slots; 19 slots per round wrap
+        const std::size_t lengths[] = {mpsc_queue<>::k_max_message, 0, k_payload + 1,
+                                       2 * k_payload, 300};
+        std::size_t at = 0;
+        for (const std::size_t len : lengths) {
+            for (std::size_t j = 0; j < len; ++j) {
+                msg[j] = static_cast<unsigned char>(round * 3 + len + j);
+            }
+            ASSERT_EQ(q.try_push(msg.data(), len), status::ok) << len;
+            ++at;
+        }
+        std::size_t drained = 0;
+        EXPECT_EQ(q.drain(
+                      [&](const void *p, std::size_t size) {
+                          const std::size_t len = lengths[drained++];
+                          const std::size_t slots = len <= k_payload ? 1 : (len + k_payload - 1) / k_payload;
+                          EXPECT_EQ(size, slots * k_payload) << len;
+                          const auto *b = static_cast<const unsigned char *>(p);
+                          for (std::size_t j = 0; j < size; ++j) {
+                              const unsigned char want =
+                                  j < len ? static_cast<unsigned char>(round * 3 + len + j) : 0;
+                              if (b[j] != want) {
+                                  ADD_FAILURE() << "len " << len << " byte " << j;
+                                  return;
+                              }
+                          }
+                          ++lengths_seen;
+                      },
+                      100),
+                  static_cast<int>(at));
+    }
+    EXPECT_EQ(lengths_seen, 200u);
+    // 24 one-slot messages and one of 8 slots fill the 32 slots.
+    for (int i = 0; i < 24; ++i) {
+        ASSERT_EQ(q.try_push(msg.data(), 8), status::ok);
+    }
+    EXPECT_EQ(q.try_push(msg.data(), mpsc_queue<>::k_max_message), status::ok);
+    EXPECT_EQ(q.try_push(msg.data(), 1), status::busy);
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 1), 1);
+    EXPECT_EQ(q.try_push(msg.data(), 2 * k_payload), status::busy) << "one slot free, two needed";
+    EXPECT_EQ(q.try_push(msg.data(), 8), status::ok) << "one slot free, one needed";
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 100), 25);
 }
 
 // A full queue refuses with busy and keeps every message it accepted.
@@ -202,7 +289,7 @@ TEST(mpsc_queue, full_queue_is_busy_and_loses_nothing)
     mpsc_queue<> q;
     ASSERT_EQ(q.format(buffer.data(), buffer.size(), k_capacity), status::ok);
     std::vector<std::uint64_t> seen;
-    auto record = [&](const void *p) {
+    auto record = [&](const void *p, std::size_t) {
         std::uint64_t v;
         std::memcpy(&v, p, sizeof(v));
         seen.push_back(v);
@@ -238,16 +325,16 @@ TEST(mpsc_queue, consumer_lock)
     const std::uint64_t one = 1;
     ASSERT_EQ(q.try_push(&one, sizeof(one)), status::ok);
     mpsc_queue_test_access::lock(q);
-    EXPECT_EQ(q.drain([](const void *) { ADD_FAILURE() << "drained under a held lock"; }, 4), -1);
+    EXPECT_EQ(q.drain([](const void *, std::size_t) { ADD_FAILURE() << "drained under a held lock"; }, 4), -1);
     EXPECT_FALSE(q.empty_hint()) << "the hint needs no lock";
     mpsc_queue_test_access::unlock(q);
 
     int nested = 0;
     std::uint64_t seen = 0;
     EXPECT_EQ(q.drain(
-                  [&](const void *p) {
+                  [&](const void *p, std::size_t) {
                       std::memcpy(&seen, p, sizeof(seen));
-                      nested = q.drain([](const void *) {}, 4);
+                      nested = q.drain([](const void *, std::size_t) {}, 4);
                       // The slot was freed before the callback: the queue has room again.
                       const std::uint64_t again = seen + 1;
                       EXPECT_EQ(q.try_push(&again, sizeof(again)), status::ok);
@@ -256,9 +343,9 @@ TEST(mpsc_queue, consumer_lock)
               1);
     EXPECT_EQ(seen, 1u);
     EXPECT_EQ(nested, -1);
-    EXPECT_EQ(q.drain([&](const void *p) { std::memcpy(&seen, p, sizeof(seen)); }, 4), 1);
+    EXPECT_EQ(q.drain([&](const void *p, std::size_t) { std::memcpy(&seen, p, sizeof(seen)); }, 4), 1);
     EXPECT_EQ(seen, 2u);
-    EXPECT_EQ(q.drain([](const void *) {}, 0), 0);
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 0), 0);
 }
 
 TEST(mpsc_queue, attach_rejects_unusable_regions)
@@ -299,7 +386,7 @@ TEST(mpsc_queue, attach_rejects_unusable_regions)
     const std::uint64_t v = 42;
     ASSERT_EQ(view.try_push(&v, sizeof(v)), status::ok);
     std::uint64_t seen = 0;
-    EXPECT_EQ(owner.drain([&](const void *p) { std::memcpy(&seen, p, sizeof(seen)); }, 4), 1);
+    EXPECT_EQ(owner.drain([&](const void *p, std::size_t) { std::memcpy(&seen, p, sizeof(seen)); }, 4), 1);
     EXPECT_EQ(seen, 42u);
 }
 
@@ -329,7 +416,7 @@ TEST(mpsc_queue, two_mappings_of_one_segment)
         }
         ASSERT_EQ(next - expected, k_capacity);
         EXPECT_EQ(owner.drain(
-                      [&](const void *p) {
+                      [&](const void *p, std::size_t) {
                           std::uint64_t v;
                           std::memcpy(&v, p, sizeof(v));
                           EXPECT_EQ(v, expected++);
@@ -391,9 +478,15 @@ template <template <class> class Atom> void run_stress(const stress_config &cfg)
     std::vector<std::thread> threads;
     for (std::uint32_t p = 0; p < cfg.producers; ++p) {
         threads.emplace_back([&, p] {
+            unsigned char bytes[mpsc_queue<Atom>::k_max_message];
             for (std::uint64_t i = 0; i < per_producer; ++i) {
                 const message m = make_message(p, i);
-                if (!push_retrying(q, &m, sizeof(m))) {
+                std::memcpy(bytes, &m, sizeof(m));
+                const std::size_t len = stress_len(p, i, cfg.capacity);
+                for (std::size_t j = sizeof(m); j < len; ++j) {
+                    bytes[j] = tail_byte(p, i, j);
+                }
+                if (!push_retrying(q, bytes, len)) {
                     failed.store(true, std::memory_order_relaxed);
                     return;
                 }
@@ -415,10 +508,12 @@ template <template <class> class Atom> void run_stress(const stress_config &cfg)
                     continue;
                 }
                 const int n = q.drain(
-                    [&](const void *payload) {
+                    [&](const void *payload, std::size_t size) {
                         message m;
                         std::memcpy(&m, payload, sizeof(m));
-                        if (m.producer >= cfg.producers || !intact(m) ||
+                        if (m.producer >= cfg.producers ||
+                            !stress_intact(static_cast<const unsigned char *>(payload), size,
+                                           cfg.capacity) ||
                             m.counter != expected[m.producer]) {
                             ++bad;
                             return;
@@ -443,7 +538,7 @@ template <template <class> class Atom> void run_stress(const stress_config &cfg)
     for (std::uint32_t p = 0; p < cfg.producers; ++p) {
         EXPECT_EQ(expected[p], per_producer) << "producer " << p;
     }
-    EXPECT_EQ(q.drain([](const void *) {}, 1), 0) << "nothing extra";
+    EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 1), 0) << "nothing extra";
     ::testing::Test::RecordProperty(
         "contended_drains", static_cast<int>(contended.load(std::memory_order_relaxed)));
 }
@@ -519,7 +614,7 @@ TEST(mpsc_queue, producers_in_other_processes)
                           std::chrono::seconds(mpiv::test::k_child_timeout_s);
     while (received < per_child * k_children && std::chrono::steady_clock::now() < deadline) {
         const int n = q.drain(
-            [&](const void *payload) {
+            [&](const void *payload, std::size_t) {
                 message m;
                 std::memcpy(&m, payload, sizeof(m));
                 if (m.producer >= k_children || !intact(m) || m.counter != expected[m.producer]) {
