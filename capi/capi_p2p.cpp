@@ -112,6 +112,11 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv
     return to_c(eng(engine)->comm_destroy(cm(comm)));
 }
 
+extern "C" MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm)
+{
+    return comm == nullptr ? 0U : ep::engine::comm_assertions(*cm(comm));
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                                  uint32_t peer, int32_t self_rank, int32_t dest,
                                                  int32_t tag, const void *buf, size_t bytes,

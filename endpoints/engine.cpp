@@ -471,6 +471,15 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
     return status::ok;
 }
 
+unsigned engine::comm_assertions(comm_state &comm) noexcept
+{
+    const unsigned flags = comm.match([](auto &m) { return m.assertions(); });
+    return ((flags & match::k_assert_no_any_source) != 0 ? MPIV_P2P_ASSERT_NO_ANY_SOURCE : 0U) |
+           ((flags & match::k_assert_no_any_tag) != 0 ? MPIV_P2P_ASSERT_NO_ANY_TAG : 0U) |
+           ((flags & match::k_assert_allow_overtaking) != 0 ? MPIV_P2P_ASSERT_ALLOW_OVERTAKING
+                                                            : 0U);
+}
+
 status engine::comm_destroy(comm_state *comm) noexcept
 {
     std::lock_guard<std::mutex> guard(pending_mu_);

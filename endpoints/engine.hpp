@@ -109,8 +109,6 @@ struct comm_state;
 /// Operation storage (inside mpiv_p2p_op_t).
 enum class op_type : std::uint8_t { none, send, recv };
 
-struct comm_state;
-
 /// A send until it is pushed (then, for sync and rendezvous sends, until ACK/FIN).
 /// The sequence number is drawn only once the send holds everything but a queue slot
 /// (which the receiver frees by draining, whatever it holds): a number drawn by a stuck
@@ -218,6 +216,8 @@ class engine {
     [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                                      comm_state *&comm_p) noexcept;
     [[nodiscard]] status comm_destroy(comm_state *comm) noexcept;
+    /// The MPIV_P2P_ASSERT_* bits @p comm was created with.
+    static unsigned comm_assertions(comm_state &comm) noexcept;
 
     [[nodiscard]] status isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
                                std::int32_t dest, std::int32_t tag, const void *buf,

@@ -386,6 +386,38 @@ static int remote_size(ompi_communicator_t *comm)
     return comm->c_remote_group->grp_proc_count;
 }
 
+/* The MPI-4 assertions mpiv reads when it creates a communicator's state. */
+static const struct {
+    const char *key;
+    unsigned bit;
+} assertion_keys[] = {
+    {"mpi_assert_no_any_source", MPIV_P2P_ASSERT_NO_ANY_SOURCE},
+    {"mpi_assert_no_any_tag", MPIV_P2P_ASSERT_NO_ANY_TAG},
+    {"mpi_assert_allow_overtaking", MPIV_P2P_ASSERT_ALLOW_OVERTAKING},
+};
+
+/* Info subscriber (MPI_Comm_set_info on an existing communicator): mpiv keeps the
+ * assertions a communicator was created with (both sides of a communicator must agree on
+ * ordering, which a local change cannot guarantee; MPI-4.0 7.4.4 lets an implementation
+ * ignore hints set after creation). Says so at verbose level 1 when the value differs;
+ * the value is stored as given. */
+static char *assertion_changed(opal_infosubscriber_t *obj, char *key, char *value)
+{
+    ompi_communicator_t *comm = (ompi_communicator_t *) obj;
+    mpiv_p2p_comm_t *c = (mpiv_p2p_comm_t *) comm->c_pml_comm;
+    for (size_t i = 0; NULL != c && i < sizeof(assertion_keys) / sizeof(assertion_keys[0]); ++i) {
+        if (0 == strcmp(key, assertion_keys[i].key) &&
+            opal_str_to_bool(value) != !!(mpiv_p2p_comm_assertions(c) & assertion_keys[i].bit)) {
+            opal_output_verbose(1, mca_pml_mpiv.output,
+                                "pml mpiv: communicator %u: %s = %s set after its creation is "
+                                "not applied (mpiv takes the assertions given when a "
+                                "communicator is created, e.g. by MPI_Comm_dup_with_info)",
+                                comm->c_contextid, key, value);
+        }
+    }
+    return value;
+}
+
 int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
 {
     mpiv_p2p_comm_t *c = NULL;
@@ -418,6 +450,10 @@ int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
     opal_output_verbose(3, mca_pml_mpiv.output, "pml mpiv: communicator %u (%d ranks, assertions 0x%x)",
                         comm->c_contextid, remote_size(comm), assertions);
     comm->c_pml_comm = (struct mca_pml_comm_t *) c;
+    for (size_t i = 0; i < sizeof(assertion_keys) / sizeof(assertion_keys[0]); ++i) {
+        opal_infosubscribe_subscribe(&comm->super, (char *) assertion_keys[i].key, "false",
+                                     assertion_changed);
+    }
     return OMPI_SUCCESS;
 }
 
@@ -908,6 +944,16 @@ static int recv_start(mca_pml_mpiv_request_t *req)
         rc = mpiv_p2p_irecv_sink(mca_pml_mpiv.engine, engine_comm(req->comm), req->peer,
                                  req->tag, unpack_piece, req->unpacker, bytes, req, &req->op,
                                  &st);
+    }
+    if (MPIV_ERR_INVALID_ARG == rc) {
+        const unsigned a = mpiv_p2p_comm_assertions(engine_comm(req->comm));
+        const bool source = MPI_ANY_SOURCE == req->peer && (a & MPIV_P2P_ASSERT_NO_ANY_SOURCE);
+        if (source || (MPI_ANY_TAG == req->tag && (a & MPIV_P2P_ASSERT_NO_ANY_TAG))) {
+            opal_output(0, "pml mpiv: a receive with %s on communicator %u, which was created "
+                           "with the assertion %s: MPI_ERR_ARG",
+                        source ? "MPI_ANY_SOURCE" : "MPI_ANY_TAG", req->comm->c_contextid,
+                        source ? "mpi_assert_no_any_source" : "mpi_assert_no_any_tag");
+        }
     }
     return started(req, rc, &st);
 }

@@ -125,6 +125,10 @@ MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer, const
 MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, int32_t size,
                                             unsigned assertions, mpiv_p2p_comm_t **comm_p);
 
+/** The MPIV_P2P_ASSERT_* bits @p comm was created with (they do not change afterwards);
+ *  0 for NULL. */
+MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm);
+
 /** Destroy a communicator's state. Unexpected messages still queued are dropped (MPI
  *  says a freed communicator's pending messages are erroneous). */
 MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm);

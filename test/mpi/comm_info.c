@@ -14,6 +14,9 @@
  * own MPI_Barrier, which then hangs with 4 processes; under ob1 only, the barrier on the
  * communicators with assertions is left out (with a NOTE).
  * MPI_Comm_get_info is printed (Open MPI 4.1 need not return the keys; not checked).
+ * Under mpiv: a wildcard receive on the dup_with_info communicator fails with MPI_ERR_ARG
+ * (mpiv applies the assertions of a communicator's creation; those set later with
+ * MPI_Comm_set_info are not applied, which variants.sh checks through the verbose output).
  */
 #include "mpi_test.h"
 
@@ -199,6 +202,19 @@ int main(int argc, char **argv)
         traffic(set_info, "MPI_Comm_set_info", round);
         collectives(with_info, "MPI_Comm_dup_with_info");
         collectives(set_info, "MPI_Comm_set_info");
+    }
+    /* mpiv refuses a wildcard receive on a communicator created with the assertions, with
+     * MPI_ERR_ARG (MPI says such a program is erroneous; other PMLs may accept it) */
+    if (mt_pml_is("mpiv")) {
+        int value = 0;
+        MPI_Request request = MPI_REQUEST_NULL;
+        int error_class = MPI_SUCCESS;
+        MT_CALL(MPI_Comm_set_errhandler(with_info, MPI_ERRORS_RETURN));
+        MPI_Error_class(MPI_Irecv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 0, with_info, &request),
+                        &error_class);
+        MT_EXPECT_EQ("MPI_ANY_SOURCE receive with mpi_assert_no_any_source", MPI_ERR_ARG,
+                     error_class);
+        MT_EXPECT_EQ("no request from the refused receive", 1, MPI_REQUEST_NULL == request);
     }
     /* and a communicator without assertions still works alongside */
     traffic(MPI_COMM_WORLD, "MPI_COMM_WORLD", 3);

@@ -2,7 +2,8 @@
 # variants.sh: tests that stress the engine's other configurations under pml mpiv:
 #   - back-pressure: 4-slot queues, 8 packets of 64 bytes, ticket TLP lock (every path
 #     through the outbound list, packets held by unexpected messages);
-#   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock.
+#   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock;
+# and comm_info at verbose level 1 (the message about MPI_Comm_set_info assertions).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,4 +21,16 @@ for config in \
         fi
     done
 done
+# Assertions set with MPI_Comm_set_info on an existing communicator are not applied by mpiv
+# (it keeps those of the communicator's creation), and it says so at verbose level 1.
+log=${TMPDIR:-/tmp}/mpiv-variants.$$
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 1" "$here/run.sh" comm_info 2 >"$log" 2>&1 &&
+   grep -q "mpi_assert_no_any_source = true set after its creation is not applied" "$log"; then
+    echo "PASS comm_info says MPI_Comm_set_info assertions are not applied"
+else
+    cat "$log"
+    echo "FAIL comm_info: no message about assertions set after creation"
+    status=1
+fi
+rm -f "$log"
 exit $status
