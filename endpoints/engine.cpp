@@ -832,6 +832,11 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
         const std::size_t len = std::min(piece, n - done);
         part.clear();
         for (std::size_t need = len; need != 0;) {
+            if (entry == list.size()) {
+                base::log(base::log_level::error,
+                          "mpiv: gather list of peer %u holds fewer bytes than its message", from);
+                return MPIV_ERR_INTERNAL;
+            }
             const std::size_t take = std::min(list[entry].iov_len - within, need);
             part.push_back({static_cast<char *>(list[entry].iov_base) + within, take});
             need -= take;

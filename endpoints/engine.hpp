@@ -27,8 +27,8 @@
 //   the receiver, would wait for. ACK and FIN queue the same way. Nothing is dropped.
 // - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
 //   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each
-//   thread is bound on first use to an endpoint (round robin): it sends through that endpoint's packets to the peer endpoint of the
-//   same index and drains that queue first. Each queue has one drainer at a time (the
+//   thread is bound on first use to an endpoint (round robin): it sends through that
+//   endpoint's packets to the peer endpoint of the same index and drains that queue first. Each queue has one drainer at a time (the
 //   queue's try-lock); progress() may run in any number of threads. The outbound list is
 //   guarded by a mutex taken only when it is non-empty (a relaxed count says so).
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects

@@ -111,7 +111,8 @@ static int component_register(void)
     reg_int("eager_limit",
             "Largest message (bytes) sent eagerly through a shared-memory packet; larger ones "
             "use rendezvous with a single process_vm_readv copy. 0..1048576; it is also the "
-            "packet size. Messages of up to 416 bytes travel inside the queue whatever this is",
+            "packet size. Messages of up to 416 bytes (fewer with queues of under 8 slots) "
+            "travel inside the queue whatever this is",
             OPAL_INFO_LVL_4, &mca_pml_mpiv.eager_limit);
     reg_int("packet_count", "Packets in each process's shared-memory packet pool, 1..1048576",
             OPAL_INFO_LVL_5, &mca_pml_mpiv.packet_count);

@@ -37,10 +37,10 @@
 // head; each position is claimed by exactly one producer (the tail CAS).
 //
 // Ordering: a producer publishes the payloads with a release store of the first slot's
-// seq; the consumer loads seq with acquire before copying the payloads. The consumer frees the slot
-// with a release store of head after copying the payload out; a producer loads head with
-// acquire before overwriting the slot, and passes what it read to the other producers of
-// its process through the cache (release store, acquire load: the chain keeps the
+// seq; the consumer loads seq with acquire before copying the payloads. The consumer frees
+// slots with a release store of head after copying the payloads out; a producer loads head
+// with acquire before overwriting a slot, and passes what it read to the other producers
+// of its process through the cache (release store, acquire load: the chain keeps the
 // happens-before). The tail CAS is relaxed: it only hands out positions. The try-lock is
 // taken with an acquire exchange and released with a release store, which hands head from
 // one drainer to the next. format() publishes the region by storing the magic last
@@ -270,9 +270,10 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         const auto *bytes = static_cast<const unsigned char *>(msg);
         for (std::size_t j = 0; j < k; ++j) {
             unsigned char *const payload = slot_at(pos + j)->payload;
-            const std::size_t n = j * k_payload >= len ? 0 : std::min(k_payload, len - j * k_payload);
+            const std::size_t at = j * k_payload;
+            const std::size_t n = at >= len ? 0 : std::min(k_payload, len - at);
             if (n != 0) {
-                std::memcpy(payload, bytes + j * k_payload, n);
+                std::memcpy(payload, bytes + at, n);
             }
             std::memset(payload + n, 0, k_payload - n);
         }
@@ -317,7 +318,8 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 break; // empty, or the next position is claimed but not yet published
             }
             // At most k_max_slots whatever a faulty peer wrote in the top byte.
-            const std::size_t k = std::min<std::size_t>((seq >> k_count_shift) + 1, k_max_slots);
+            const std::size_t k =
+                std::min<std::size_t>((seq >> k_count_shift) + 1, k_max_slots);
             for (std::size_t j = 0; j < k; ++j) {
                 std::memcpy(copy + j * k_payload, slot_at(pos + j)->payload, k_payload);
             }
