@@ -794,6 +794,9 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
     const pid_t pid = peers_[from].pid;
     // The sender's bytes: one range, or (k_wire_gather) its list of ranges, fetched from
     // the sender and cut at n bytes.
+    struct iovec single = {reinterpret_cast<void *>(w.u.ref.where), n};
+    const struct iovec *ranges = &single;
+    std::size_t count = 1;
     std::vector<struct iovec> list;
     if ((w.flags & k_wire_gather) != 0) {
         try {
@@ -808,17 +811,18 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
             return MPIV_ERR_SYSTEM;
         }
         cut_at(list, n);
-    } else {
-        list.push_back({reinterpret_cast<void *>(w.u.ref.where), n});
+        ranges = list.data();
+        count = list.size();
     }
     if (to.sink == nullptr) {
         const struct iovec local = {to.buf, n};
-        return shm::cma_readv(pid, &local, 1, list.data(), list.size()) == status::ok
-                   ? MPIV_OK
-                   : MPIV_ERR_SYSTEM;
+        return shm::cma_readv(pid, &local, 1, ranges, count) == status::ok ? MPIV_OK
+                                                                             : MPIV_ERR_SYSTEM;
     }
     // A sink: read piece by piece through a bounce buffer (below malloc's mmap threshold,
-    // so reused from the heap), each piece consumed before the next is read.
+    // so reused from the heap), each piece consumed before the next is read. A piece
+    // spans at most k_piece_ranges of the sender's ranges (it is shorter when they are).
+    constexpr std::size_t k_piece_ranges = 64;
     const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
     std::unique_ptr<unsigned char[]> bounce(new (std::nothrow) unsigned char[piece]);
     if (bounce == nullptr) {
@@ -826,28 +830,30 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
         return MPIV_ERR_NOMEM;
     }
     std::size_t entry = 0;
-    std::size_t within = 0; // bytes of list[entry] already read
-    std::vector<struct iovec> part;
+    std::size_t within = 0; // bytes of ranges[entry] already read
     for (std::size_t done = 0; done < n;) {
-        const std::size_t len = std::min(piece, n - done);
-        part.clear();
-        for (std::size_t need = len; need != 0;) {
-            if (entry == list.size()) {
+        const std::size_t want = std::min(piece, n - done);
+        struct iovec part[k_piece_ranges];
+        std::size_t parts = 0;
+        std::size_t len = 0;
+        while (len < want && parts < k_piece_ranges) {
+            if (entry == count) {
                 base::log(base::log_level::error,
                           "mpiv: gather list of peer %u holds fewer bytes than its message", from);
                 return MPIV_ERR_INTERNAL;
             }
-            const std::size_t take = std::min(list[entry].iov_len - within, need);
-            part.push_back({static_cast<char *>(list[entry].iov_base) + within, take});
-            need -= take;
-            within += take;
-            if (within == list[entry].iov_len) {
+            if (within == ranges[entry].iov_len) { // done with it, or empty
                 ++entry;
                 within = 0;
+                continue;
             }
+            const std::size_t take = std::min(ranges[entry].iov_len - within, want - len);
+            part[parts++] = {static_cast<char *>(ranges[entry].iov_base) + within, take};
+            len += take;
+            within += take;
         }
         const struct iovec local = {bounce.get(), len};
-        if (shm::cma_readv(pid, &local, 1, part.data(), part.size()) != status::ok) {
+        if (shm::cma_readv(pid, &local, 1, part, parts) != status::ok) {
             return MPIV_ERR_SYSTEM;
         }
         to.sink(to.ctx, done, bounce.get(), len);

@@ -386,15 +386,19 @@ static int remote_size(ompi_communicator_t *comm)
     return comm->c_remote_group->grp_proc_count;
 }
 
-/* The MPI-4 assertions mpiv reads when it creates a communicator's state. */
+/* The MPI-4 assertions mpiv reads when it creates a communicator's state: info key,
+ * Open MPI's flag (comm->c_assertions), mpiv's bit. */
 static const struct {
     const char *key;
+    int32_t ompi_flag;
     unsigned bit;
 } assertion_keys[] = {
-    {"mpi_assert_no_any_source", MPIV_P2P_ASSERT_NO_ANY_SOURCE},
-    {"mpi_assert_no_any_tag", MPIV_P2P_ASSERT_NO_ANY_TAG},
-    {"mpi_assert_allow_overtaking", MPIV_P2P_ASSERT_ALLOW_OVERTAKING},
+    {"mpi_assert_no_any_source", OMPI_COMM_ASSERT_NO_ANY_SOURCE, MPIV_P2P_ASSERT_NO_ANY_SOURCE},
+    {"mpi_assert_no_any_tag", OMPI_COMM_ASSERT_NO_ANY_TAG, MPIV_P2P_ASSERT_NO_ANY_TAG},
+    {"mpi_assert_allow_overtaking", OMPI_COMM_ASSERT_ALLOW_OVERTAKE,
+     MPIV_P2P_ASSERT_ALLOW_OVERTAKING},
 };
+#define NUM_ASSERTION_KEYS (sizeof(assertion_keys) / sizeof(assertion_keys[0]))
 
 /* Info subscriber (MPI_Comm_set_info on an existing communicator): mpiv keeps the
  * assertions a communicator was created with (both sides of a communicator must agree on
@@ -405,7 +409,7 @@ static char *assertion_changed(opal_infosubscriber_t *obj, char *key, char *valu
 {
     ompi_communicator_t *comm = (ompi_communicator_t *) obj;
     mpiv_p2p_comm_t *c = (mpiv_p2p_comm_t *) comm->c_pml_comm;
-    for (size_t i = 0; NULL != c && i < sizeof(assertion_keys) / sizeof(assertion_keys[0]); ++i) {
+    for (size_t i = 0; NULL != c && i < NUM_ASSERTION_KEYS; ++i) {
         if (0 == strcmp(key, assertion_keys[i].key) &&
             opal_str_to_bool(value) != !!(mpiv_p2p_comm_assertions(c) & assertion_keys[i].bit)) {
             opal_output_verbose(1, mca_pml_mpiv.output,
@@ -428,17 +432,11 @@ int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
                     mca_pml_mpiv_module.pml_max_contextid);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    ompi_comm_assert_subscribe(comm, OMPI_COMM_ASSERT_NO_ANY_SOURCE);
-    ompi_comm_assert_subscribe(comm, OMPI_COMM_ASSERT_NO_ANY_TAG);
-    ompi_comm_assert_subscribe(comm, OMPI_COMM_ASSERT_ALLOW_OVERTAKE);
-    if (OMPI_COMM_CHECK_ASSERT_NO_ANY_SOURCE(comm)) {
-        assertions |= MPIV_P2P_ASSERT_NO_ANY_SOURCE;
-    }
-    if (OMPI_COMM_CHECK_ASSERT_NO_ANY_TAG(comm)) {
-        assertions |= MPIV_P2P_ASSERT_NO_ANY_TAG;
-    }
-    if (OMPI_COMM_CHECK_ASSERT_ALLOW_OVERTAKE(comm)) {
-        assertions |= MPIV_P2P_ASSERT_ALLOW_OVERTAKING;
+    for (size_t i = 0; i < NUM_ASSERTION_KEYS; ++i) {
+        ompi_comm_assert_subscribe(comm, assertion_keys[i].ompi_flag);
+        if (OMPI_COMM_CHECK_ASSERT(comm, assertion_keys[i].ompi_flag)) {
+            assertions |= assertion_keys[i].bit;
+        }
     }
     rc = mpiv_p2p_comm_create(mca_pml_mpiv.engine, (uint16_t) comm->c_contextid,
                               remote_size(comm), assertions, &c);
@@ -450,7 +448,7 @@ int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
     opal_output_verbose(3, mca_pml_mpiv.output, "pml mpiv: communicator %u (%d ranks, assertions 0x%x)",
                         comm->c_contextid, remote_size(comm), assertions);
     comm->c_pml_comm = (struct mca_pml_comm_t *) c;
-    for (size_t i = 0; i < sizeof(assertion_keys) / sizeof(assertion_keys[0]); ++i) {
+    for (size_t i = 0; i < NUM_ASSERTION_KEYS; ++i) {
         opal_infosubscribe_subscribe(&comm->super, (char *) assertion_keys[i].key, "false",
                                      assertion_changed);
     }

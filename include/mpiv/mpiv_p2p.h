@@ -183,7 +183,7 @@ typedef void (*mpiv_p2p_sink_fn)(void *ctx, size_t offset, const void *data, siz
 /** As mpiv_p2p_irecv, but the message's first @p bytes go to @p sink (with @p ctx) in
  *  order instead of into a buffer: a receive into a non-contiguous layout unpacks each
  *  piece as it comes, with no buffer the size of the message (a rendezvous message from
- *  another process is read MPIV_P2P_SINK_PIECE bytes at a time). */
+ *  another process is read up to MPIV_P2P_SINK_PIECE bytes at a time). */
 MPIV_API mpiv_status_t mpiv_p2p_irecv_sink(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                            int32_t source, int32_t tag, mpiv_p2p_sink_fn sink,
                                            void *ctx, size_t bytes, void *user,

@@ -11,42 +11,34 @@ here=$(cd "$(dirname "$0")" && pwd)
 log=${TMPDIR:-/tmp}/mpiv-fallback.$$
 trap 'rm -f "$log"' EXIT
 
-MPIV_TEST_PML=mpiv,ob1 \
-MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_decline 1 --mca pml_mpiv_verbose 1 --mca pml_base_verbose 10" \
-    "$here/run.sh" self 2 >"$log" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then
+# run_self PML ARGS [TIMEOUT]: the `self` program on 2 processes, output in $log.
+run_self() {
+    MPIV_TEST_PML=$1 MPIV_TEST_MPIRUN_ARGS=$2 MPIV_TEST_TIMEOUT=${3:-${MPIV_TEST_TIMEOUT:-}} \
+        "$here/run.sh" self 2 >"$log" 2>&1
+}
+fail() {
     cat "$log"
-    echo "FAIL fallback: --mca pml mpiv,ob1 with mpiv declining did not run (exit $rc)" >&2
+    echo "FAIL fallback: $1" >&2
     exit 1
-fi
-grep -q "declining: pml_mpiv_decline is set" "$log" || {
-    cat "$log"; echo "FAIL fallback: mpiv did not say why it declined" >&2; exit 1; }
-grep -q "selected ob1" "$log" || {
-    cat "$log"; echo "FAIL fallback: ob1 was not selected" >&2; exit 1; }
+}
+# expect PATTERN WHAT: the output says PATTERN, or the test fails naming WHAT.
+expect() {
+    grep -q "$1" "$log" || fail "$2"
+}
+
+run_self mpiv,ob1 "--mca pml_mpiv_decline 1 --mca pml_mpiv_verbose 1 --mca pml_base_verbose 10" ||
+    fail "--mca pml mpiv,ob1 with mpiv declining did not run (exit $?)"
+expect "declining: pml_mpiv_decline is set" "mpiv did not say why it declined"
+expect "selected ob1" "ob1 was not selected"
 echo "PASS fallback: mpiv,ob1 ran on ob1 after mpiv declined"
 
-MPIV_TEST_PML=mpiv MPIV_TEST_TIMEOUT=60 MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_decline 1" \
-    "$here/run.sh" self 2 >"$log" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    cat "$log"
-    echo "FAIL fallback: --mca pml mpiv with mpiv declining must fail" >&2
-    exit 1
-fi
-grep -q "cannot be selected" "$log" || {
-    cat "$log"; echo "FAIL fallback: no clear selection error" >&2; exit 1; }
+run_self mpiv "--mca pml_mpiv_decline 1" 60 &&
+    fail "--mca pml mpiv with mpiv declining must fail"
+expect "cannot be selected" "no clear selection error"
 echo "PASS fallback: pml mpiv alone failed with a clear error when mpiv declined"
 
 # An out-of-range parameter is named on stderr and mpiv declines: mpiv,ob1 runs on ob1.
-MPIV_TEST_PML=mpiv,ob1 MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_idle_time -5" \
-    "$here/run.sh" self 2 >"$log" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then
-    cat "$log"
-    echo "FAIL fallback: mpiv,ob1 with a bad pml_mpiv_idle_time did not run on ob1 (exit $rc)" >&2
-    exit 1
-fi
-grep -q "pml_mpiv_idle_time = -5 is out of range" "$log" || {
-    cat "$log"; echo "FAIL fallback: the bad parameter was not named" >&2; exit 1; }
+run_self mpiv,ob1 "--mca pml_mpiv_idle_time -5" ||
+    fail "mpiv,ob1 with a bad pml_mpiv_idle_time did not run on ob1 (exit $?)"
+expect "pml_mpiv_idle_time = -5 is out of range" "the bad parameter was not named"
 echo "PASS fallback: a bad parameter is named and the job runs on ob1"
