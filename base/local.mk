@@ -12,5 +12,6 @@ noinst_HEADERS += \
 	%reldir%/status.hpp \
 	%reldir%/log.hpp \
 	%reldir%/cacheline.hpp \
+	%reldir%/copy.hpp \
 	%reldir%/backoff.hpp \
 	%reldir%/futex.hpp

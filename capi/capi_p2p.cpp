@@ -47,6 +47,7 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->lock = MPIV_P2P_LOCK_MCS;
     params->complete = nullptr;
     params->idle_us = 1000;
+    params->serialized = 0;
     return MPIV_OK;
 }
 

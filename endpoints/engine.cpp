@@ -14,6 +14,7 @@
 #endif
 
 #include "base/backoff.hpp"
+#include "base/copy.hpp"
 #include "base/futex.hpp"
 #include "base/log.hpp"
 #include "sched/runtime.hpp"
@@ -262,7 +263,7 @@ status engine::init() noexcept
         addr_.bytes = total;
 
         peers_.reset(new peer_state[params_.num_peers]);
-        s = match::table::create(k_table_buckets, table_);
+        s = match::table::create(k_table_buckets, table_, serial_);
         if (s != status::ok) {
             return s;
         }
@@ -345,7 +346,9 @@ std::uint32_t engine::my_endpoint() noexcept
         // Relaxed: only spreads threads over endpoints.
         tl_endpoint = next_endpoint_.fetch_add(1, std::memory_order_relaxed);
     }
-    return tl_endpoint % params_.endpoints;
+    // No division on the common path (one of the first `endpoints` threads): this runs
+    // on every send and poll.
+    return tl_endpoint < params_.endpoints ? tl_endpoint : tl_endpoint % params_.endpoints;
 }
 
 status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept
@@ -500,7 +503,8 @@ bool engine::push(std::uint32_t peer, const wire &w, const void *more,
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
-    const std::size_t first = my_endpoint() % n;
+    const std::size_t ep = my_endpoint();
+    std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
     // The header, then (inline payload past k_wire_inline) the rest, in one message.
     alignas(8) unsigned char message[shm::mpsc_queue<>::k_max_message];
     const void *bytes = &w;
@@ -513,10 +517,11 @@ bool engine::push(std::uint32_t peer, const wire &w, const void *more,
     }
     tsan_pushing();
     for (std::size_t i = 0; i < n; ++i) {
-        if (p.queues[(first + i) % n].try_push(bytes, len) == status::ok) {
+        if (p.queues[q].try_push(bytes, len) == status::ok) {
             ring(p.doorbell, p.sleeping);
             return true;
         }
+        q = q + 1 == n ? 0 : q + 1;
     }
     return false;
 }
@@ -691,7 +696,7 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         w.kind = wire_kind::eager_inline;
         w.inline_bytes = static_cast<std::uint32_t>(bytes);
         if (bytes != 0) {
-            std::memcpy(w.u.data, buf, std::min(bytes, k_wire_inline));
+            base::copy_small(w.u.data, buf, std::min(bytes, k_wire_inline));
         }
     } else if (bytes <= params_.eager_limit) {
         w.kind = wire_kind::eager_packet;
@@ -782,6 +787,8 @@ void put(const recv_target &to, std::size_t offset, const void *data, std::size_
     }
     if (to.sink != nullptr) {
         to.sink(to.ctx, offset, data, n);
+    } else if (n <= base::k_copy_small_max) {
+        base::copy_small(static_cast<char *>(to.buf) + offset, data, n);
     } else {
         std::memcpy(static_cast<char *>(to.buf) + offset, data, n);
     }
@@ -1058,21 +1065,21 @@ int engine::progress() noexcept
         events += drain_outbound();
     }
     const std::size_t n = inbound_.size();
-    const std::size_t first = my_endpoint();
+    std::size_t next = my_endpoint(); // own queue first, then the others round the ring
     for (std::size_t i = 0; i < n; ++i) {
-        shm::mpsc_queue<> &q = inbound_[(first + i) % n];
+        shm::mpsc_queue<> &q = inbound_[next];
+        next = next + 1 == n ? 0 : next + 1;
         if (q.empty_hint()) {
             continue;
         }
-        const int k = q.drain(
-            [this](const void *payload, std::size_t bytes) {
-                tsan_popped();
-                wire w;
-                std::memcpy(&w, payload, sizeof w);
-                handle(w, static_cast<const unsigned char *>(payload) + sizeof w,
-                       bytes - sizeof w);
-            },
-            k_drain_batch);
+        const auto on_message = [this](const void *payload, std::size_t bytes) {
+            tsan_popped();
+            wire w;
+            std::memcpy(&w, payload, sizeof w);
+            handle(w, static_cast<const unsigned char *>(payload) + sizeof w, bytes - sizeof w);
+        };
+        const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
+                              : q.drain(on_message, k_drain_batch);
         if (k > 0) {
             events += k;
         }
@@ -1169,7 +1176,16 @@ void engine::wake(waiter *w) noexcept
         return;
     }
     // acq_rel: the completion's writes happen before the waiter sees remaining <= 0.
-    if (w->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // Serial: the waiter is this thread (or one that takes over through the caller's own
+    // synchronization), so a plain decrement does.
+    std::int32_t before;
+    if (serial_) {
+        before = w->remaining.load(std::memory_order_relaxed);
+        w->remaining.store(before - 1, std::memory_order_release);
+    } else {
+        before = w->remaining.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (before == 1) {
         // seq_cst: Dekker with owner_loop() (its owner store, then its remaining check).
         const bool owner = w->owner.load(std::memory_order_seq_cst);
         // seq_cst: Dekker with sleep_on_word() (its asleep store, then its remaining
@@ -1277,6 +1293,10 @@ bool engine::inbound_idle() noexcept
 
 void engine::pthread_wait(waiter &w) noexcept
 {
+    if (serial_) {
+        pthread_wait_slow(w, k_spin_polls_alone); // the only waiter
+        return;
+    }
     // Relaxed: only sizes the spin.
     const int spins = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) == 0
                           ? k_spin_polls_alone

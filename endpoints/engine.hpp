@@ -308,6 +308,10 @@ class engine {
     void unpark_locked(waiter &w) noexcept; // park_mu_ held
 
     const mpiv_p2p_params_t params_;
+    // Calls never overlap (params_.serialized with inline progress): the process-local
+    // locks and locked increments of the data path are skipped (matching table, queue
+    // drains, waiter counts). Cross-process words (queue tails, doorbells) stay atomic.
+    const bool serial_ = params_.serialized != 0 && params_.progress == MPIV_P2P_PROGRESS_INLINE;
     // Largest inline message: what fits in a queue's slots, at most k_inline_max.
     const std::size_t inline_max_ = std::min<std::size_t>(
         k_inline_max,

@@ -32,6 +32,9 @@
 // live wildcard was posted before the key's head.
 // Lock order: peer spinlock -> TLP lock -> bucket lock. A bucket lock is never held while
 // waiting for another lock; no lock is held when a call returns.
+// Over a serial table (table::serial(): calls never overlap) the peer spinlocks and the
+// bucket locks are skipped and sequence numbers are drawn without a locked increment; the
+// TLP lock, on slow paths only, stays.
 // Assertions (MPI-4 info keys). no_any_source + no_any_tag remove the wildcard list, the
 // unexpected list and every use of the TLP lock: each operation is one insert_or_match
 // under a bucket lock. allow_overtaking removes sequence numbers and per-peer state. All

@@ -28,8 +28,10 @@
 // Ordering: the spinlock (detail::spin_lock) is acquired with an acquire exchange and
 // released with a release store; all other bucket and node fields are plain data it guards.
 // Memory: 64 B per bucket, nothing per key or per node beyond the caller's nodes.
-// When not to use it: wildcard receives (a key cannot express them: see basic_comm);
-// a single thread that owns all matching (a private, unlocked table would do).
+// Serial tables (create(..., serial = true)) skip the bucket locks: for a caller whose
+// calls never overlap (an MPI library initialized below MPI_THREAD_MULTIPLE, with no
+// progress thread). Everything else is the same.
+// When not to use it: wildcard receives (a key cannot express them: see basic_comm).
 #pragma once
 
 #include <atomic>
@@ -95,11 +97,15 @@ class table {
     /// @param[out] table_p      the new table (written on success only)
     /// @return ok; invalid_arg if min_buckets is out of range; nomem.
     /// @context thread-safe; allocates; not for the data path.
-    [[nodiscard]] static status create(std::size_t min_buckets,
-                                       std::unique_ptr<table> &table_p) noexcept;
+    /// @param[in]  serial       true: the caller never overlaps calls (no bucket locks)
+    [[nodiscard]] static status create(std::size_t min_buckets, std::unique_ptr<table> &table_p,
+                                       bool serial = false) noexcept;
 
     table(const table &) = delete;
     table &operator=(const table &) = delete;
+
+    /// True for a table whose calls never overlap (created serial): no locks are taken.
+    bool serial() const noexcept { return serial_; }
 
     /// Number of buckets (a power of two).
     std::size_t bucket_count() const noexcept { return mask_ + 1; }
@@ -150,6 +156,7 @@ class table {
 
         std::uint64_t source_tag_; // the key: pack(source, tag) and cid
         std::uint16_t cid_;
+        bool locked_; // false in a serial table
         bucket &bucket_;
         std::uintptr_t *slot_; // the queue word (entry or overflow link); null if absent
         entry *free_;          // while absent: a free entry for it, or null (overflow)
@@ -177,8 +184,8 @@ class table {
     static_assert(std::atomic<std::uint16_t>::is_always_lock_free,
                   "the spinlock must be lock-free");
 
-    table(std::unique_ptr<bucket[]> buckets, std::size_t mask, unsigned shift) noexcept
-        : buckets_(std::move(buckets)), mask_(mask), shift_(shift)
+    table(std::unique_ptr<bucket[]> buckets, std::size_t mask, unsigned shift, bool serial) noexcept
+        : buckets_(std::move(buckets)), mask_(mask), shift_(shift), serial_(serial)
     {
     }
 
@@ -202,11 +209,13 @@ class table {
     std::unique_ptr<bucket[]> buckets_;
     std::size_t mask_;
     unsigned shift_; // 64 - log2(bucket count), 0 for a single bucket (mask_ is 0 then)
+    bool serial_;    // calls never overlap: no bucket locks
 };
 
 // ---------------------------------------------------------------- inline implementation
 
-inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &table_p) noexcept
+inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &table_p,
+                            bool serial) noexcept
 {
     if (min_buckets == 0 || min_buckets > k_max_buckets) {
         base::log(base::log_level::error, "match::table: bucket count %zu is not in 1..%zu",
@@ -222,7 +231,8 @@ inline status table::create(std::size_t min_buckets, std::unique_ptr<table> &tab
     std::unique_ptr<bucket[]> buckets(new (std::nothrow) bucket[n]);
     std::unique_ptr<table> t;
     if (buckets != nullptr) {
-        t.reset(new (std::nothrow) table(std::move(buckets), n - 1, bits == 0 ? 0 : 64 - bits));
+        t.reset(new (std::nothrow)
+                    table(std::move(buckets), n - 1, bits == 0 ? 0 : 64 - bits, serial));
     }
     if (t == nullptr) {
         base::log(base::log_level::error, "match::table: cannot allocate %zu buckets", n);
@@ -263,15 +273,20 @@ inline std::uintptr_t *table::find(bucket &b, std::uint64_t source_tag, std::uin
 }
 
 inline table::queue_guard::queue_guard(table &t, const key &k) noexcept
-    : source_tag_(pack(k.source, k.tag)), cid_(k.cid), bucket_(t.bucket_of(source_tag_, cid_))
+    : source_tag_(pack(k.source, k.tag)), cid_(k.cid), locked_(!t.serial_),
+      bucket_(t.bucket_of(source_tag_, cid_))
 {
-    detail::spin_lock(bucket_.lock);
+    if (locked_) {
+        detail::spin_lock(bucket_.lock);
+    }
     slot_ = find(bucket_, source_tag_, cid_, free_);
 }
 
 inline table::queue_guard::~queue_guard()
 {
-    detail::spin_unlock(bucket_.lock);
+    if (locked_) {
+        detail::spin_unlock(bucket_.lock);
+    }
 }
 
 inline void table::queue_guard::release_slot(detail::link *tail) noexcept

@@ -219,6 +219,22 @@ static void req_done(mca_pml_mpiv_request_t *req)
 {
     int32_t prev;
     void *waiter;
+    if (mca_pml_mpiv.serial) {
+        /* Nobody else runs MPI code now: no atomics (a wait_sync of Open MPI's own wait
+         * functions, registered by this thread, is still signalled). */
+        ompi_request_complete(&req->ompi, REQUEST_PENDING != req->ompi.req_complete);
+        waiter = req->waiter;
+        req->waiter = MPIV_WAITER_DONE;
+        prev = req->pml_state;
+        req->pml_state = prev | MPIV_REQ_DONE;
+        if (NULL != waiter && MPIV_WAITER_DONE != waiter) {
+            mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) waiter);
+        }
+        if (prev & MPIV_REQ_FREED) {
+            req_release(req);
+        }
+        return;
+    }
     ompi_request_complete(&req->ompi, true);
     /* An mpiv wait registered on the request (see wait_mpiv) is woken exactly once. */
     waiter = __atomic_exchange_n(&req->waiter, MPIV_WAITER_DONE, __ATOMIC_ACQ_REL);
@@ -979,28 +995,45 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
 /* A blocking receive uses a request on the stack: no free list, no references (the
  * call outlives the operation). Before the frame goes away the engine's side must be
  * done with it: it sets MPIV_REQ_DONE last. */
+/* Serial mode: blocking receives reuse one request, constructed once (as ob1 does below
+ * MPI_THREAD_MULTIPLE), instead of constructing and destructing an object per call. NULL
+ * while it is in use: a blocking receive nested in it (from a callback) takes its own. */
+static mca_pml_mpiv_request_t recv_cached;
+static mca_pml_mpiv_request_t *recv_cache;
+
 static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                      ompi_communicator_t *comm, ompi_status_public_t *status)
 {
-    mca_pml_mpiv_request_t req;
-    ompi_request_t *r = &req.ompi;
+    mca_pml_mpiv_request_t local;
+    mca_pml_mpiv_request_t *req = mca_pml_mpiv.serial ? recv_cache : NULL;
+    ompi_request_t *r;
     int rc;
-    OBJ_CONSTRUCT(&req, mca_pml_mpiv_request_t);
-    req_init(&req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
+    if (NULL != req) {
+        recv_cache = NULL;
+    } else {
+        OBJ_CONSTRUCT(&local, mca_pml_mpiv_request_t);
+        req = &local;
+    }
+    r = &req->ompi;
+    req_init(req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
              comm);
-    rc = recv_start(&req);
+    rc = recv_start(req);
     if (OMPI_SUCCESS == rc) {
         (void) wait_mpiv_all(1, &r);
-        while (!(__atomic_load_n(&req.pml_state, __ATOMIC_ACQUIRE) & MPIV_REQ_DONE)) {
+        while (!(__atomic_load_n(&req->pml_state, __ATOMIC_ACQUIRE) & MPIV_REQ_DONE)) {
             sched_yield();
         }
-        rc = req.ompi.req_status.MPI_ERROR;
+        rc = req->ompi.req_status.MPI_ERROR;
         if (NULL != status) {
-            *status = req.ompi.req_status;
+            *status = req->ompi.req_status;
         }
     }
-    OMPI_REQUEST_FINI(&req.ompi);
-    OBJ_DESTRUCT(&req);
+    OMPI_REQUEST_FINI(&req->ompi);
+    if (req == &local) {
+        OBJ_DESTRUCT(&local);
+    } else {
+        recv_cache = req;
+    }
     return rc;
 }
 
@@ -1204,6 +1237,8 @@ int mca_pml_mpiv_module_init(void)
         mca_pml_mpiv.connected = NULL;
         return rc;
     }
+    OBJ_CONSTRUCT(&recv_cached, mca_pml_mpiv_request_t);
+    recv_cache = &recv_cached;
     mca_pml_mpiv.requests_built = true;
     return OMPI_SUCCESS;
 }
@@ -1212,6 +1247,8 @@ void mca_pml_mpiv_module_fini(void)
 {
     restore_wait_functions();
     if (mca_pml_mpiv.requests_built) {
+        recv_cache = NULL;
+        OBJ_DESTRUCT(&recv_cached);
         OBJ_DESTRUCT(&mca_pml_mpiv.requests);
         OBJ_DESTRUCT(&mca_pml_mpiv.connect_lock);
         mca_pml_mpiv.requests_built = false;

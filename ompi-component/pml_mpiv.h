@@ -45,6 +45,8 @@ typedef struct mca_pml_mpiv_globals {
     /* state */
     int output;           /* opal_output stream */
     mpiv_p2p_t *engine;
+    bool serial;          /* below MPI_THREAD_MULTIPLE with inline progress: MPI calls and
+                             completions never overlap, so request words need no atomics */
     bool *connected;      /* per world rank */
     opal_mutex_t connect_lock;
     opal_free_list_t requests;

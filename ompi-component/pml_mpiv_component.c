@@ -247,7 +247,6 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     size_t len = 0;
     int rc, pus;
     (void) enable_progress_threads;
-    (void) enable_mpi_threads;
 
     if (mca_pml_mpiv.decline) {
         return decline("pml_mpiv_decline is set");
@@ -292,6 +291,10 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
             params.server_cpu = cpu;
         }
     }
+    /* Below MPI_THREAD_MULTIPLE the application's MPI calls never overlap; with inline
+     * progress nothing else calls the engine, so it may skip its process-local locks. */
+    params.serialized = !enable_mpi_threads;
+    mca_pml_mpiv.serial = !enable_mpi_threads && MPIV_P2P_PROGRESS_INLINE == params.progress;
     rc = mpiv_p2p_create(&params, &mca_pml_mpiv.engine);
     if (MPIV_OK != rc) {
         opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
@@ -307,11 +310,12 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
                         "pml mpiv: selected candidate: %u endpoints, inline up to %zu bytes, eager "
-                        "limit %u, %u packets, idle time %u us, progress %s (server PU %d), lock %s",
+                        "limit %u, %u packets, idle time %u us, progress %s (server PU %d), lock %s%s",
                         params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
                         params.packet_count, params.idle_us,
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
-                        params.server_cpu, lock_values[params.lock].string);
+                        params.server_cpu, lock_values[params.lock].string,
+                        mca_pml_mpiv.serial ? ", serial (no thread-multiple locks)" : "");
     *priority = mca_pml_mpiv.priority;
     return &mca_pml_mpiv_module;
 }

@@ -28,12 +28,12 @@
 //   (reloading it once when short; still short: the queue is full and try_push returns
 //   busy), claims them with a CAS of the tail to tail + k (a failed CAS reloads the tail:
 //   another producer won it), writes the payloads and publishes the first slot last.
-// - The consumer (whoever holds the try-lock) reads slot head & mask: a stamp of head + 1
-//   means a message is ready; anything else means empty (or claimed but not yet
-//   published). It copies the k payloads out and advances head past them before handing
-//   the message to the caller.
+// - The consumer (whoever holds the try-lock, or the caller of drain_serial(), whose drains
+//   never overlap) reads slot head & mask: a stamp of head + 1 means a message is ready;
+//   anything else means empty (or claimed but not yet published). It copies the k
+//   payloads out and advances head past them before handing the message to the caller.
 // Invariants: head <= tail <= head + capacity; slots of positions [head, tail) are claimed
-// or published, the others are free; only the try-lock holder reads payloads and writes
+// or published, the others are free; only the consumer (see above) reads payloads and writes
 // head; each position is claimed by exactly one producer (the tail CAS).
 //
 // Ordering: a producer publishes the payloads with a release store of the first slot's
@@ -70,6 +70,7 @@
 #include <type_traits>
 
 #include "base/cacheline.hpp"
+#include "base/copy.hpp"
 #include "base/log.hpp"
 #include "base/status.hpp"
 
@@ -99,7 +100,7 @@ template <template <class> class Atom> struct queue_header {
     std::uint64_t region_bytes;  // bytes the layout needs (the mapping may be larger)
     // Written by every push of every producer process.
     alignas(k_false_sharing) Atom<std::uint64_t> tail;
-    // Written only by the try-lock holder; kept apart from the lock so that pollers
+    // Written only by the consumer; kept apart from the lock so that pollers
     // testing the lock do not steal the line the holder is writing.
     alignas(k_false_sharing) Atom<std::uint64_t> head;
     // 0 free, 1 held by a drainer of the owning process.
@@ -272,10 +273,12 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             unsigned char *const payload = slot_at(pos + j)->payload;
             const std::size_t at = j * k_payload;
             const std::size_t n = at >= len ? 0 : std::min(k_payload, len - at);
-            if (n != 0) {
-                std::memcpy(payload, bytes + at, n);
+            if (n == k_payload) {
+                std::memcpy(payload, bytes + at, k_payload);
+            } else {
+                std::memset(payload, 0, k_payload);
+                base::copy_small(payload, bytes + at, n);
             }
-            std::memset(payload + n, 0, k_payload - n);
         }
         // sync: release; pairs with the acquire load in drain(): the consumer that sees
         // the stamp of pos sees all k payloads.
@@ -305,33 +308,21 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         if (!try_lock()) {
             return -1;
         }
-        // Only the lock holder writes head; the lock's acquire made the last holder's value
-        // visible.
-        std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
-        int popped = 0;
-        alignas(8) unsigned char copy[k_max_message];
-        while (popped < max) {
-            // sync: acquire; pairs with the release store in try_push(): the stamp of pos
-            // makes the payloads visible.
-            const std::uint64_t seq = slot_at(pos)->seq.load(std::memory_order_acquire);
-            if (((seq ^ (pos + 1)) & k_position_mask) != 0) {
-                break; // empty, or the next position is claimed but not yet published
-            }
-            // At most k_max_slots whatever a faulty peer wrote in the top byte.
-            const std::size_t k =
-                std::min<std::size_t>((seq >> k_count_shift) + 1, k_max_slots);
-            for (std::size_t j = 0; j < k; ++j) {
-                std::memcpy(copy + j * k_payload, slot_at(pos + j)->payload, k_payload);
-            }
-            pos += k;
-            // sync: release; pairs with the acquire load in refresh_head(): the copies
-            // above are done before the producers of the next lap overwrite the payloads.
-            header_->head.store(pos, std::memory_order_release);
-            ++popped;
-            fn(static_cast<const void *>(copy), k * k_payload);
-        }
+        const int popped = pop(fn, max);
         unlock();
         return popped;
+    }
+
+    /// @brief drain() for a consumer whose drains never overlap (one thread, or threads
+    /// that hand the queue over through their own synchronization): no consumer lock.
+    /// @context the owning process; never concurrently with drain() or drain_serial() of
+    ///          this queue; never blocks; hot path
+    template <class Fn> int drain_serial(Fn &&fn, int max) noexcept
+    {
+        if (header_ == nullptr || max <= 0) {
+            return 0;
+        }
+        return pop(fn, max);
     }
 
     /// @brief Whether the queue looks empty: a relaxed peek at the next slot, for a poller
@@ -355,6 +346,37 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
 
   private:
     friend struct mpsc_queue_test_access;
+
+    /// Pop up to @p max messages; the caller is the only consumer right now.
+    template <class Fn> int pop(Fn &fn, int max) noexcept
+    {
+        // Only the consumer writes head; the lock's acquire (or the caller's hand-over)
+        // made the last consumer's value visible.
+        std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
+        int popped = 0;
+        alignas(8) unsigned char copy[k_max_message];
+        while (popped < max) {
+            // sync: acquire; pairs with the release store in try_push(): the stamp of pos
+            // makes the payloads visible.
+            const std::uint64_t seq = slot_at(pos)->seq.load(std::memory_order_acquire);
+            if (((seq ^ (pos + 1)) & k_position_mask) != 0) {
+                break; // empty, or the next position is claimed but not yet published
+            }
+            // At most k_max_slots whatever a faulty peer wrote in the top byte.
+            const std::size_t k =
+                std::min<std::size_t>((seq >> k_count_shift) + 1, k_max_slots);
+            for (std::size_t j = 0; j < k; ++j) {
+                std::memcpy(copy + j * k_payload, slot_at(pos + j)->payload, k_payload);
+            }
+            pos += k;
+            // sync: release; pairs with the acquire load in refresh_head(): the copies
+            // above are done before the producers of the next lap overwrite the payloads.
+            header_->head.store(pos, std::memory_order_release);
+            ++popped;
+            fn(static_cast<const void *>(copy), k * k_payload);
+        }
+        return popped;
+    }
 
     static constexpr bool valid_capacity(std::uint32_t capacity) noexcept
     {

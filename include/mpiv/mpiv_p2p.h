@@ -90,11 +90,14 @@ typedef struct mpiv_p2p_params {
     mpiv_p2p_complete_fn complete; /**< completion callback, not NULL */
     uint32_t idle_us;         /**< microseconds a waiting thread that drives progress polls
                                    with nothing arriving before it sleeps, 0 .. 10^6 */
+    int serialized;           /**< nonzero: the caller's calls never overlap (an MPI library
+                                   below MPI_THREAD_MULTIPLE); with inline progress the
+                                   engine then skips its process-local locks */
 } mpiv_p2p_params_t;
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
- *  1000 us of idle polling before a sleep). */
+ *  1000 us of idle polling before a sleep, not serialized). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet.

@@ -1,4 +1,5 @@
-# test/gtest/base: the lock library (base/lock/, header-only) and its conformance suite.
+# test/gtest/base: the lock library (base/lock/, header-only) and its conformance suite;
+# copy_small (base/copy.hpp).
 noinst_HEADERS += \
 	base/lock/lock.hpp \
 	base/lock/mutex.hpp \
@@ -12,3 +13,9 @@ TESTS += %reldir%/test_locks
 %canon_reldir%_test_locks_SOURCES = %reldir%/test_locks.cc
 %canon_reldir%_test_locks_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_locks_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_copy
+TESTS += %reldir%/test_copy
+%canon_reldir%_test_copy_SOURCES = %reldir%/test_copy.cc
+%canon_reldir%_test_copy_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_copy_LDADD = $(GTEST_CORE_LIBS)

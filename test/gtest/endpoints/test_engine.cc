@@ -126,9 +126,10 @@ bool guard_intact(const std::vector<unsigned char> &buf, std::size_t from)
     return true;
 }
 
-mpiv_p2p_params_t params_for(std::uint32_t self, std::uint32_t num_peers = 2)
+mpiv_p2p_params_t params_for(std::uint32_t self, std::uint32_t num_peers = 2, bool serialized = false)
 {
     mpiv_p2p_params_t p{};
+    p.serialized = serialized ? 1 : 0;
     p.self = self;
     p.num_peers = num_peers;
     p.endpoints = 4;
@@ -202,7 +203,8 @@ class engine_test : public ::testing::Test {
     }
 
     // Create engines 0 and 1, connect each to both, and create communicator k_cid on both.
-    void start(mpiv_p2p_params_t p0 = params_for(0), mpiv_p2p_params_t p1 = params_for(1))
+    void start() { start(params_for(0, 2, serialized_), params_for(1, 2, serialized_)); }
+    void start(mpiv_p2p_params_t p0, mpiv_p2p_params_t p1)
     {
         ASSERT_EQ(ep::engine::create(p0, eng_[0]), status::ok);
         ASSERT_EQ(ep::engine::create(p1, eng_[1]), status::ok);
@@ -286,6 +288,19 @@ class engine_test : public ::testing::Test {
     std::unique_ptr<ep::engine> eng_[2];
     ep::comm_state *comm_[2] = {nullptr, nullptr};
     bool runtime_ = false;
+    bool serialized_ = false; // start(): engines told that calls never overlap
+};
+
+// Tests whose calls all come from the test thread run twice: with the engines' default
+// thread-safe paths, and told that calls never overlap (serialized: no process-local
+// locks, as under MPI_THREAD_SERIALIZED and below).
+class engine_modes : public engine_test, public ::testing::WithParamInterface<bool> {
+  protected:
+    void SetUp() override
+    {
+        engine_test::SetUp();
+        serialized_ = GetParam();
+    }
 };
 
 // ------------------------------------------------------------------ protocols
@@ -296,7 +311,7 @@ const std::size_t k_sizes[] = {0,   1,   24,      25,          56,   57,
 // Every protocol (inline <= 416 B: the header's 24 bytes, then up to 7 more queue slots;
 // packet <= eager limit; rendezvous above), both arrival orders, between the two engines
 // and from each engine to itself.
-TEST_F(engine_test, sizes_protocols_and_content)
+TEST_P(engine_modes, sizes_protocols_and_content)
 {
     start();
     const int pairs[][2] = {{0, 1}, {1, 0}, {0, 0}, {1, 1}};
@@ -362,7 +377,7 @@ TEST_F(engine_test, sizes_protocols_and_content)
 }
 
 // A synchronous send completes only after the receive matched it, whatever the protocol.
-TEST_F(engine_test, sync_send_completes_after_the_match)
+TEST_P(engine_modes, sync_send_completes_after_the_match)
 {
     start();
     const int pairs[][2] = {{0, 1}, {1, 1}};
@@ -408,7 +423,7 @@ TEST_F(engine_test, sync_send_completes_after_the_match)
 }
 
 // A message longer than the buffer: MPIV_ERR_TRUNCATE, bytes = capacity, sent = size.
-TEST_F(engine_test, truncation)
+TEST_P(engine_modes, truncation)
 {
     start();
     struct tc {
@@ -459,7 +474,7 @@ TEST_F(engine_test, truncation)
 
 // iprobe leaves the message; improbe takes it away from receives and probes; mrecv
 // delivers it (truncating if need be).
-TEST_F(engine_test, iprobe_improbe_mrecv)
+TEST_P(engine_modes, iprobe_improbe_mrecv)
 {
     start();
     mpiv_p2p_status_t ps{};
@@ -688,7 +703,7 @@ TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
 
 // Cancel: an unmatched receive goes away silently (the message it would have taken stays
 // for the next receive); a matched one cannot be cancelled.
-TEST_F(engine_test, cancel)
+TEST_P(engine_modes, cancel)
 {
     start();
     std::vector<unsigned char> dst(64, k_guard);
@@ -750,7 +765,7 @@ std::size_t order_size(std::size_t i)
 
 // ANY_SOURCE/ANY_TAG receives see each sender's messages in its sending order, with
 // engine 0 and engine 1 itself sending to engine 1.
-TEST_F(engine_test, wildcards_keep_the_order_of_each_sender)
+TEST_P(engine_modes, wildcards_keep_the_order_of_each_sender)
 {
     start();
     const std::size_t n = iterations(400, 4);
@@ -1462,6 +1477,11 @@ TEST_F(engine_test, wait_counts_every_completion)
     t.join();
     EXPECT_TRUE(ended.load(std::memory_order_acquire));
 }
+
+INSTANTIATE_TEST_SUITE_P(threads, engine_modes, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return info.param ? std::string("serialized") : std::string("multiple");
+                         });
 
 // ------------------------------------------------------------------ bad input
 

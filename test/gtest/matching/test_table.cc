@@ -45,10 +45,11 @@ int insert(table &t, tnode &n, side s)
     return p == nullptr ? -1 : static_cast<tnode *>(p)->id;
 }
 
-std::unique_ptr<table> make_table(std::size_t buckets)
+std::unique_ptr<table> make_table(std::size_t buckets, bool serial = false)
 {
     std::unique_ptr<table> t;
-    EXPECT_EQ(table::create(buckets, t), status::ok);
+    EXPECT_EQ(table::create(buckets, t, serial), status::ok);
+    EXPECT_EQ(t->serial(), serial);
     return t;
 }
 
@@ -114,10 +115,13 @@ TEST(match_table, keys_differing_in_one_field_are_distinct)
     EXPECT_EQ(insert(*t, r_big, side::recv), 4);
 }
 
-TEST(match_table, overflow_chain_holds_any_number_of_keys)
+// Also for a serial table (no bucket locks), which must behave the same.
+class match_table_modes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(match_table_modes, overflow_chain_holds_any_number_of_keys)
 {
     // One bucket: keys 0..2 take the entries, the others are chained through their nodes.
-    auto t = make_table(1);
+    auto t = make_table(1, GetParam());
     constexpr int keys = 40, depth = 3;
     std::vector<tnode> recvs(keys * depth), msgs(keys * depth);
     for (int k = 0; k < keys; ++k) {
@@ -148,6 +152,11 @@ TEST(match_table, overflow_chain_holds_any_number_of_keys)
         EXPECT_TRUE(q.empty()) << "key " << k;
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(locking, match_table_modes, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return info.param ? std::string("serial") : std::string("locked");
+                         });
 
 TEST(match_table, remove_from_any_position)
 {
