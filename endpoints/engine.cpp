@@ -498,7 +498,7 @@ status engine::comm_destroy(comm_state *comm) noexcept
     return status::ok;
 }
 
-bool engine::push(std::uint32_t peer, const wire &w, const void *more,
+inline bool engine::push(std::uint32_t peer, const wire &w, const void *more,
                   std::size_t more_bytes) noexcept
 {
     peer_state &p = peers_[peer];
@@ -526,7 +526,7 @@ bool engine::push(std::uint32_t peer, const wire &w, const void *more,
     return false;
 }
 
-void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept
+inline void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept
 {
     // Dekker with the sleeper in owner_loop(): our push (or completion) and this load on
     // one side, its increment of `sleeping` and its emptiness check on the other, each
@@ -538,7 +538,7 @@ void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_
     }
 }
 
-bool engine::try_send(send_op &op, bool &waits) noexcept
+inline bool engine::try_send(send_op &op, bool &waits) noexcept
 {
     const std::uint32_t ep = my_endpoint();
     void *packet = nullptr;
@@ -654,7 +654,7 @@ int engine::drain_outbound() noexcept
     return events;
 }
 
-bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
                           std::int32_t dest, std::int32_t tag, std::size_t bytes, unsigned flags,
                           void *user, send_op &op) noexcept
 {
@@ -736,7 +736,7 @@ status engine::isend_gather(comm_state &comm, std::uint32_t peer, std::int32_t s
     return launch(op, st);
 }
 
-status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
+inline status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
 {
     const wire &w = op.w;
     op.queued_ack = (w.flags & k_wire_sync) != 0 || w.kind == wire_kind::rts;
@@ -914,14 +914,14 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
     free_inmsg(&m);
 }
 
-void engine::complete_recv(recv_op &op, inmsg &m) noexcept
+inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
 {
     mpiv_p2p_status_t st;
     deliver(m, op.to, st);
     params_.complete(op.user, &st);
 }
 
-void engine::arrive(comm_state &comm, inmsg &m) noexcept
+inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
 {
     match::envelope env;
     env.source = m.w.source;

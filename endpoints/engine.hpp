@@ -279,25 +279,28 @@ class engine {
     std::uint32_t my_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
-    bool try_send(send_op &op, bool &waits) noexcept;
+    [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;
     void post_outbound(send_op *op, const send_op *copy) noexcept;
-    bool push(std::uint32_t peer, const wire &w, const void *more = nullptr,
-              std::size_t more_bytes = 0) noexcept;
+    [[gnu::always_inline]] bool push(std::uint32_t peer, const wire &w,
+                                     const void *more = nullptr,
+                                     std::size_t more_bytes = 0) noexcept;
     void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
                       std::uint64_t bytes) noexcept;
     void handle(const wire &w, const unsigned char *more, std::size_t more_bytes) noexcept;
-    void arrive(comm_state &comm, inmsg &m) noexcept;
+    [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
     void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
     int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                     std::size_t n) noexcept;
-    bool prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
-                      std::int32_t dest, std::int32_t tag, std::size_t bytes, unsigned flags,
-                      void *user, send_op &op) noexcept;
-    status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
-    void complete_recv(recv_op &op, inmsg &m) noexcept;
+    [[gnu::always_inline]] bool prepare_send(comm_state &comm, std::uint32_t peer,
+                                             std::int32_t self_rank, std::int32_t dest,
+                                             std::int32_t tag, std::size_t bytes,
+                                             unsigned flags, void *user, send_op &op) noexcept;
+    [[gnu::always_inline]] status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
+    [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
     void server_loop() noexcept;
-    void ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept;
+    [[gnu::always_inline]] void ring(std::atomic<std::uint32_t> *doorbell,
+                                     std::atomic<std::uint32_t> *sleeping) noexcept;
     bool inbound_idle() noexcept;
     void pthread_wait(waiter &w) noexcept;
     void pthread_wait_slow(waiter &w, int spins) noexcept;

@@ -204,6 +204,7 @@ class basic_comm {
     void match_arrival(msg_node &m, match_list &matched) noexcept;
     void match_arrival_slow(msg_node &m, match_list &matched) noexcept;
     status peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept;
+    [[gnu::noinline]] status new_peer(std::int32_t rank, detail::peer *&peer_p) noexcept;
     static void hold(detail::peer &p, msg_node &m) noexcept;
     static msg_node *take_held(detail::peer &p) noexcept;
     msg_node *take_unexpected(std::int32_t source, std::int32_t tag) noexcept

@@ -425,26 +425,36 @@ void basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched) noex
 }
 
 template <class Lock>
-status basic_comm<Lock>::peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept
+inline status basic_comm<Lock>::peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept
+{
+    // sync: acquire; pairs with the release CAS in new_peer() (the peer's initialized
+    // fields)
+    detail::peer *p = peers_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire);
+    if (p == nullptr) {
+        return new_peer(rank, peer_p); // first contact: out of line, off the message path
+    }
+    peer_p = p;
+    return status::ok;
+}
+
+template <class Lock>
+status basic_comm<Lock>::new_peer(std::int32_t rank, detail::peer *&peer_p) noexcept
 {
     peer_slot &slot = peers_[static_cast<std::size_t>(rank)];
-    // sync: acquire; pairs with the release CAS below (the peer's initialized fields)
-    detail::peer *p = slot.load(std::memory_order_acquire);
-    if (p == nullptr) {
-        detail::peer *fresh = new (std::nothrow) detail::peer;
-        if (fresh == nullptr) {
-            base::log(base::log_level::error, "match: communicator %u: no memory for peer %d",
-                      static_cast<unsigned>(cid_), static_cast<int>(rank));
-            return status::nomem;
-        }
-        // sync: release (publish fresh) / acquire on failure (read the winner's peer);
-        // pairs with the acquire load above
-        if (slot.compare_exchange_strong(p, fresh, std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
-            p = fresh;
-        } else {
-            delete fresh;
-        }
+    detail::peer *fresh = new (std::nothrow) detail::peer;
+    if (fresh == nullptr) {
+        base::log(base::log_level::error, "match: communicator %u: no memory for peer %d",
+                  static_cast<unsigned>(cid_), static_cast<int>(rank));
+        return status::nomem;
+    }
+    detail::peer *p = nullptr;
+    // sync: release (publish fresh) / acquire on failure (read the winner's peer); pairs
+    // with the acquire load in peer_of()
+    if (slot.compare_exchange_strong(p, fresh, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+        p = fresh;
+    } else {
+        delete fresh;
     }
     peer_p = p;
     return status::ok;

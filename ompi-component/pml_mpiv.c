@@ -751,6 +751,17 @@ static bool in_ult(void)
     return MPIV_OK == mpiv_self(&self);
 }
 
+/* Polls of a serial-mode wait before it registers a waiter (about 15 us here). */
+#define MPIV_SERIAL_POLLS 1024
+
+/* Whether a wait must register on reqs[i]: an mpiv request that may still complete later.
+ * In serial mode a complete request stays so and needs no registration (nothing else runs
+ * between the checks); otherwise registering on it only costs an immediate wake-up. */
+static bool must_register(ompi_request_t *r)
+{
+    return waitable(r) && is_mpiv(r) && !(mca_pml_mpiv.serial && REQUEST_COMPLETE(r));
+}
+
 /* Wait until all of reqs[0..n) that are mpiv requests are complete; false (nothing
  * done) when another kind of request is still incomplete. */
 static bool wait_mpiv_all(size_t n, ompi_request_t **reqs)
@@ -758,16 +769,22 @@ static bool wait_mpiv_all(size_t n, ompi_request_t **reqs)
     int32_t pending = 0;
     mpiv_p2p_waiter_t *w;
     for (size_t i = 0; i < n; ++i) {
-        if (!waitable(reqs[i])) {
-            continue;
+        if (waitable(reqs[i]) && !is_mpiv(reqs[i]) && !REQUEST_COMPLETE(reqs[i])) {
+            return false;
         }
-        if (!is_mpiv(reqs[i])) {
-            if (!REQUEST_COMPLETE(reqs[i])) {
-                return false;
+        pending += must_register(reqs[i]);
+    }
+    if (0 != pending && mca_pml_mpiv.serial && !in_ult()) {
+        /* Serial mode: only this thread's progress completes the requests. A short wait
+         * polls before it registers a waiter: registering, waking and unwinding the wait
+         * cost more than the polls, on the path from an arrival back to the application. */
+        for (int i = 0; i < MPIV_SERIAL_POLLS && 0 != pending; ++i) {
+            mpiv_p2p_progress(mca_pml_mpiv.engine);
+            pending = 0;
+            for (size_t j = 0; j < n; ++j) {
+                pending += must_register(reqs[j]);
             }
-            continue;
         }
-        ++pending;
     }
     if (0 == pending) {
         return true;
@@ -776,7 +793,7 @@ static bool wait_mpiv_all(size_t n, ompi_request_t **reqs)
     for (size_t i = 0; i < n; ++i) {
         mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) reqs[i];
         void *expected = NULL;
-        if (!waitable(reqs[i]) || !is_mpiv(reqs[i])) {
+        if (!must_register(reqs[i])) {
             continue;
         }
         if (!__atomic_compare_exchange_n(&req->waiter, &expected, w, false, __ATOMIC_ACQ_REL,
