@@ -876,6 +876,10 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     switch (w.kind) {
     case wire_kind::eager_inline:
+        if (to.sink == nullptr && n <= k_wire_inline) {
+            base::copy_small(to.buf, w.u.data, n); // the common small message
+            break;
+        }
         put(to, 0, w.u.data, std::min(n, k_wire_inline));
         if (n > k_wire_inline) {
             put(to, k_wire_inline, m.more, n - k_wire_inline);

@@ -28,9 +28,16 @@
 // - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
 //   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each
 //   thread is bound on first use to an endpoint (round robin): it sends through that
-//   endpoint's packets to the peer endpoint of the same index and drains that queue first. Each queue has one drainer at a time (the
-//   queue's try-lock); progress() may run in any number of threads. The outbound list is
-//   guarded by a mutex taken only when it is non-empty (a relaxed count says so).
+//   endpoint's packets to the peer endpoint of the same index and drains that queue first.
+//   Each queue has one drainer at a time (the queue's try-lock); progress() may run in any
+//   number of threads. The outbound list is guarded by a mutex taken only when it is
+//   non-empty (a relaxed count says so).
+// - Serialized engines (params.serialized, inline progress: the caller promises that its
+//   calls never overlap, as an MPI library below MPI_THREAD_MULTIPLE does) skip the
+//   process-local locks and locked instructions of the data path: the matching table's
+//   bucket and peer locks, the send sequence increment, the queue try-lock, waiter
+//   counts. The words other processes write (queue tails and slots, doorbells, packet
+//   lists) keep their atomics.
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
 //   owned by the engine until delivered. A destroyed communicator's object is kept until
 //   the engine is destroyed, so a progress thread never touches freed matching state.

@@ -112,7 +112,7 @@ static void unpack_piece(void *ctx, size_t offset, const void *data, size_t len)
     opal_convertor_unpack((opal_convertor_t *) ctx, &iov, &iov_count, &max_data);
 }
 
-static void unpacker_release(mca_pml_mpiv_request_t *req)
+static inline void unpacker_release(mca_pml_mpiv_request_t *req)
 {
     if (NULL != req->unpacker) {
         OBJ_RELEASE(req->unpacker);
@@ -870,9 +870,68 @@ static int mpiv_wait(ompi_request_t **request, ompi_status_public_t *status)
     return saved_fns.req_wait(request, status);
 }
 
+/* Whether requests[0..count) are all inactive (or MPI_REQUEST_NULL) or mpiv requests, and
+ * at least one of them completed with an error. */
+static bool mpiv_set_failed(size_t count, ompi_request_t **requests)
+{
+    bool failed = false;
+    for (size_t i = 0; i < count; ++i) {
+        const ompi_request_t *r = requests[i];
+        if (OMPI_REQUEST_INACTIVE == r->req_state) {
+            continue;
+        }
+        if (!is_mpiv(r)) {
+            return false;
+        }
+        failed = failed || (REQUEST_COMPLETE(r) && MPI_SUCCESS != r->req_status.MPI_ERROR);
+    }
+    return failed;
+}
+
+/* The end of MPI_Waitall over complete requests, as Open MPI's default function does it:
+ * statuses copied, persistent requests made inactive, the others freed unless they failed
+ * (their handles stay, as the default leaves them), MPI_ERR_IN_STATUS when one failed. */
+static int finish_all(size_t count, ompi_request_t **requests, ompi_status_public_t *statuses)
+{
+    int mpi_error = OMPI_SUCCESS;
+    for (size_t i = 0; i < count; ++i) {
+        ompi_request_t *r = requests[i];
+        int rc;
+        if (OMPI_REQUEST_INACTIVE == r->req_state) {
+            if (MPI_STATUSES_IGNORE != statuses) {
+                OMPI_COPY_STATUS(&statuses[i], ompi_status_empty, true);
+            }
+            continue;
+        }
+        rc = r->req_status.MPI_ERROR;
+        if (MPI_STATUSES_IGNORE != statuses) {
+            OMPI_COPY_STATUS(&statuses[i], r->req_status, true);
+        }
+        if (r->req_persistent) {
+            r->req_state = OMPI_REQUEST_INACTIVE;
+        } else if (MPI_SUCCESS == rc) {
+            int tmp = ompi_request_free(&requests[i]);
+            if (OMPI_SUCCESS == mpi_error && OMPI_SUCCESS != tmp) {
+                mpi_error = tmp;
+            }
+        }
+        if (OMPI_SUCCESS == mpi_error && OMPI_SUCCESS != rc) {
+            mpi_error = MPI_ERR_IN_STATUS;
+        }
+    }
+    return mpi_error;
+}
+
 static int mpiv_wait_all(size_t count, ompi_request_t **requests, ompi_status_public_t *statuses)
 {
-    (void) wait_mpiv_all(count, requests);
+    /* Open MPI 4.1.4's default function, when it finds a request already complete with an
+     * error, skips its wait and then, with threads (MPI_THREAD_MULTIPLE), spins for ever in
+     * WAIT_SYNC_RELEASE: its sync stays "signaling". mpiv completes its requests before
+     * calling it, so it finishes such a set itself. */
+    if (wait_mpiv_all(count, requests) && opal_using_threads() &&
+        mpiv_set_failed(count, requests)) {
+        return finish_all(count, requests, statuses);
+    }
     return saved_fns.req_wait_all(count, requests, statuses);
 }
 

@@ -89,19 +89,27 @@ static int has_class(int rc, int cls, int queued)
 
 /* ------------------------------------------------------------------ data, counters */
 
+/* Element i of the pattern of @p seed. Unsigned arithmetic: seed * 1000003 exceeds
+ * INT_MAX for the larger seeds, and a signed overflow is undefined (an optimizer may then
+ * assume the seeds small and drop a loop's exit test). */
+static int pattern(int seed, int i)
+{
+    return (int) ((unsigned) seed * 1000003u + (unsigned) i);
+}
+
 static void fill(int *buf, int n, int seed)
 {
     for (int i = 0; i < n; ++i) {
-        buf[i] = seed * 1000003 + i;
+        buf[i] = pattern(seed, i);
     }
 }
 
 static void verify(const int *buf, int n, int seed, int line)
 {
     for (int i = 0; i < n; ++i) {
-        if (buf[i] != seed * 1000003 + i) {
+        if (buf[i] != pattern(seed, i)) {
             fail(line, "element %d of %d is %d, expected %d (seed %d)", i, n, buf[i],
-                 seed * 1000003 + i, seed);
+                 pattern(seed, i), seed);
         }
     }
 }

@@ -212,11 +212,18 @@ static inline void mt_watchdog_start(unsigned seconds)
     alarm(seconds);
 }
 
-/** MPI_Init_thread with a check that the `required` level is provided. */
+/**
+ * MPI_Init_thread with a check that the `required` level is provided. MPIV_TEST_THREAD_MULTIPLE=1
+ * asks for MPI_THREAD_MULTIPLE whatever the test needs, so that a single-threaded test also
+ * runs the library's thread-safe paths (mpiv takes lock-free serial paths below it).
+ */
 static inline void mt_init(int *argc, char ***argv, const char *name, int required)
 {
     int provided = -1;
     mt_test_name = name;
+    if (0 != mt_env_long("MPIV_TEST_THREAD_MULTIPLE", 0)) {
+        required = MPI_THREAD_MULTIPLE;
+    }
     MT_CALL(MPI_Init_thread(argc, argv, required, &provided));
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);

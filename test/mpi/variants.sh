@@ -3,6 +3,8 @@
 #   - back-pressure: 4-slot queues, 8 packets of 64 bytes, ticket TLP lock (every path
 #     through the outbound list, packets held by unexpected messages);
 #   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock;
+#   - single-threaded tests under MPI_THREAD_MULTIPLE (mpiv's thread-safe paths; below it
+#     mpiv takes its serial paths, which verbose level 2 reports);
 # and comm_info at verbose level 1 (the message about MPI_Comm_set_info assertions).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
@@ -21,6 +23,42 @@ for config in \
         fi
     done
 done
+for test in "p2p_sizes 2" "datatypes 2" "probe 2" "cancel 2" "persistent 2" "truncate 2" \
+    "request_free 2" "bsend 2"; do
+    set -- $test
+    if MPIV_TEST_THREAD_MULTIPLE=1 "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
+        echo "PASS $1 under MPI_THREAD_MULTIPLE"
+    else
+        echo "FAIL $1 under MPI_THREAD_MULTIPLE (rerun: MPIV_TEST_THREAD_MULTIPLE=1 run.sh $1 $2)"
+        status=1
+    fi
+done
+# The serial paths are taken below MPI_THREAD_MULTIPLE with inline progress only.
+log=${TMPDIR:-/tmp}/mpiv-variants.$$
+check_serial() { # expect(yes|no) description, then run.sh's arguments
+    expect=$1 what=$2
+    shift 2
+    if ! "$here/run.sh" "$@" >"$log" 2>&1; then
+        cat "$log"
+        echo "FAIL $what: the run failed"
+        status=1
+        return
+    fi
+    if grep -q 'selected candidate.*, serial' "$log"; then got=yes; else got=no; fi
+    if [ "$got" = "$expect" ]; then
+        echo "PASS $what"
+    else
+        cat "$log"
+        echo "FAIL $what (serial: expected $expect, got $got)"
+        status=1
+    fi
+}
+MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" check_serial yes "MPI_THREAD_SINGLE is serial" p2p_sizes 2
+MPIV_TEST_THREAD_MULTIPLE=1 MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" \
+    check_serial no "MPI_THREAD_MULTIPLE is not serial" p2p_sizes 2
+MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2 --mca pml_mpiv_progress server" \
+    check_serial no "a server thread is not serial" p2p_sizes 2
+rm -f "$log"
 # Assertions set with MPI_Comm_set_info on an existing communicator are not applied by mpiv
 # (it keeps those of the communicator's creation), and it says so at verbose level 1.
 log=${TMPDIR:-/tmp}/mpiv-variants.$$
