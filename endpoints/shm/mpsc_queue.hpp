@@ -69,6 +69,10 @@
 #include <new>
 #include <type_traits>
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #include "base/cacheline.hpp"
 #include "base/copy.hpp"
 #include "base/log.hpp"
@@ -271,6 +275,12 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         const auto *bytes = static_cast<const unsigned char *>(msg);
         for (std::size_t j = 0; j < k; ++j) {
             unsigned char *const payload = slot_at(pos + j)->payload;
+#if defined(__SANITIZE_THREAD__)
+            // The previous lap's producer of this slot wrote it through this same mapping;
+            // the order between the two writes goes through the consumer's head, which
+            // TSan cannot follow when the consumer uses another mapping of the region.
+            __tsan_acquire(payload);
+#endif
             const std::size_t at = j * k_payload;
             const std::size_t n = at >= len ? 0 : std::min(k_payload, len - at);
             if (n == k_payload) {
@@ -280,6 +290,11 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 base::copy_small(payload, bytes + at, n);
             }
         }
+#if defined(__SANITIZE_THREAD__)
+        for (std::size_t j = 0; j < k; ++j) {
+            __tsan_release(slot_at(pos + j)->payload); // for the next lap's producer
+        }
+#endif
         // sync: release; pairs with the acquire load in drain(): the consumer that sees
         // the stamp of pos sees all k payloads.
         slot_at(pos)->seq.store(stamp(pos, k), std::memory_order_release);
