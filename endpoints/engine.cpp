@@ -499,7 +499,7 @@ status engine::comm_destroy(comm_state *comm) noexcept
 }
 
 inline bool engine::push(std::uint32_t peer, const wire &w, const void *more,
-                  std::size_t more_bytes) noexcept
+                         std::size_t more_bytes) noexcept
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
@@ -526,7 +526,8 @@ inline bool engine::push(std::uint32_t peer, const wire &w, const void *more,
     return false;
 }
 
-inline void engine::ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept
+inline void engine::ring(std::atomic<std::uint32_t> *doorbell,
+                         std::atomic<std::uint32_t> *sleeping) noexcept
 {
     // Dekker with the sleeper in owner_loop(): our push (or completion) and this load on
     // one side, its increment of `sleeping` and its emptiness check on the other, each
@@ -655,8 +656,8 @@ int engine::drain_outbound() noexcept
 }
 
 inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
-                          std::int32_t dest, std::int32_t tag, std::size_t bytes, unsigned flags,
-                          void *user, send_op &op) noexcept
+                                 std::int32_t dest, std::int32_t tag, std::size_t bytes,
+                                 unsigned flags, void *user, send_op &op) noexcept
 {
     if (peer >= params_.num_peers || !peers_[peer].connected || (flags & ~MPIV_P2P_SEND_SYNC) != 0) {
         return false;

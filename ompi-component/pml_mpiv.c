@@ -1068,12 +1068,12 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
                      recv_start, request);
 }
 
-/* A blocking receive uses a request on the stack: no free list, no references (the
- * call outlives the operation). Before the frame goes away the engine's side must be
- * done with it: it sets MPIV_REQ_DONE last. */
-/* Serial mode: blocking receives reuse one request, constructed once (as ob1 does below
- * MPI_THREAD_MULTIPLE), instead of constructing and destructing an object per call. NULL
- * while it is in use: a blocking receive nested in it (from a callback) takes its own. */
+/* A blocking receive uses a request of its own: no free list, no references (the call
+ * outlives the operation). Before the call returns the engine's side must be done with it:
+ * it sets MPIV_REQ_DONE last. In serial mode that request is one constructed once and
+ * reused (as ob1 does below MPI_THREAD_MULTIPLE) instead of one constructed and
+ * destructed on the stack per call; recv_cache is NULL while it is in use, so a blocking
+ * receive nested in another (from a callback) takes a stack request. */
 static mca_pml_mpiv_request_t recv_cached;
 static mca_pml_mpiv_request_t *recv_cache;
 
