@@ -780,8 +780,10 @@ void cut_at(std::vector<struct iovec> &list, std::size_t n) noexcept
     }
 }
 
-// Hands bytes of a message to a receive's buffer or sink.
-void put(const recv_target &to, std::size_t offset, const void *data, std::size_t n) noexcept
+// Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
+// message is mostly this call.
+[[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,
+                                       const void *data, std::size_t n) noexcept
 {
     if (n == 0) {
         return;
@@ -877,10 +879,6 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     switch (w.kind) {
     case wire_kind::eager_inline:
-        if (to.sink == nullptr && n <= k_wire_inline) {
-            base::copy_small(to.buf, w.u.data, n); // the common small message
-            break;
-        }
         put(to, 0, w.u.data, std::min(n, k_wire_inline));
         if (n > k_wire_inline) {
             put(to, k_wire_inline, m.more, n - k_wire_inline);

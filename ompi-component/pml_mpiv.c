@@ -217,31 +217,28 @@ static void req_release(mca_pml_mpiv_request_t *req)
 /* MPI completion of a request the engine is done with (see the file comment). */
 static void req_done(mca_pml_mpiv_request_t *req)
 {
+    /* Serial mode: nobody else runs MPI code now, so the words below need no atomics, and
+     * Open MPI's completion signals only when one of its own waits registered a sync. */
+    const bool serial = mca_pml_mpiv.serial;
     int32_t prev;
     void *waiter;
-    if (mca_pml_mpiv.serial) {
-        /* Nobody else runs MPI code now: no atomics (a wait_sync of Open MPI's own wait
-         * functions, registered by this thread, is still signalled). */
-        ompi_request_complete(&req->ompi, REQUEST_PENDING != req->ompi.req_complete);
+    ompi_request_complete(&req->ompi, !serial || REQUEST_PENDING != req->ompi.req_complete);
+    /* An mpiv wait registered on the request (see wait_mpiv) is woken exactly once. */
+    if (serial) {
         waiter = req->waiter;
         req->waiter = MPIV_WAITER_DONE;
-        prev = req->pml_state;
-        req->pml_state = prev | MPIV_REQ_DONE;
-        if (NULL != waiter && MPIV_WAITER_DONE != waiter) {
-            mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) waiter);
-        }
-        if (prev & MPIV_REQ_FREED) {
-            req_release(req);
-        }
-        return;
+    } else {
+        waiter = __atomic_exchange_n(&req->waiter, MPIV_WAITER_DONE, __ATOMIC_ACQ_REL);
     }
-    ompi_request_complete(&req->ompi, true);
-    /* An mpiv wait registered on the request (see wait_mpiv) is woken exactly once. */
-    waiter = __atomic_exchange_n(&req->waiter, MPIV_WAITER_DONE, __ATOMIC_ACQ_REL);
     if (NULL != waiter && MPIV_WAITER_DONE != waiter) {
         mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) waiter);
     }
-    prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_DONE);
+    if (serial) {
+        prev = req->pml_state;
+        req->pml_state = prev | MPIV_REQ_DONE;
+    } else {
+        prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_DONE);
+    }
     if (prev & MPIV_REQ_FREED) {
         req_release(req);
     }

@@ -289,12 +289,10 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 std::memset(payload, 0, k_payload);
                 base::copy_small(payload, bytes + at, n);
             }
-        }
 #if defined(__SANITIZE_THREAD__)
-        for (std::size_t j = 0; j < k; ++j) {
-            __tsan_release(slot_at(pos + j)->payload); // for the next lap's producer
-        }
+            __tsan_release(payload); // for the next lap's producer (before the publish)
 #endif
+        }
         // sync: release; pairs with the acquire load in drain(): the consumer that sees
         // the stamp of pos sees all k payloads.
         slot_at(pos)->seq.store(stamp(pos, k), std::memory_order_release);
