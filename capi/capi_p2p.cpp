@@ -118,6 +118,15 @@ extern "C" MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm)
     return comm == nullptr ? 0U : ep::engine::comm_assertions(*cm(comm));
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_set_assertions(mpiv_p2p_comm_t *comm,
+                                                               unsigned assertions)
+{
+    if (comm == nullptr) {
+        return null_arg(__func__, "comm");
+    }
+    return to_c(ep::engine::comm_set_assertions(*cm(comm), assertions));
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                                  uint32_t peer, int32_t self_rank, int32_t dest,
                                                  int32_t tag, const void *buf, size_t bytes,

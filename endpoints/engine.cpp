@@ -405,16 +405,28 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
     return status::ok;
 }
 
+namespace {
+// The C ABI's MPIV_P2P_ASSERT_* bits as match::k_assert_* flags; false for unknown bits.
+bool match_assertions(unsigned assertions, unsigned &flags) noexcept
+{
+    if ((assertions & ~7U) != 0) {
+        return false;
+    }
+    flags = ((assertions & MPIV_P2P_ASSERT_NO_ANY_SOURCE) != 0 ? match::k_assert_no_any_source : 0U) |
+            ((assertions & MPIV_P2P_ASSERT_NO_ANY_TAG) != 0 ? match::k_assert_no_any_tag : 0U) |
+            ((assertions & MPIV_P2P_ASSERT_ALLOW_OVERTAKING) != 0 ? match::k_assert_allow_overtaking
+                                                                  : 0U);
+    return true;
+}
+} // namespace
+
 status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                            comm_state *&comm_p) noexcept
 {
     unsigned flags = 0;
-    if ((assertions & ~7U) != 0) {
+    if (!match_assertions(assertions, flags)) {
         return status::invalid_arg;
     }
-    flags |= (assertions & MPIV_P2P_ASSERT_NO_ANY_SOURCE) ? match::k_assert_no_any_source : 0;
-    flags |= (assertions & MPIV_P2P_ASSERT_NO_ANY_TAG) ? match::k_assert_no_any_tag : 0;
-    flags |= (assertions & MPIV_P2P_ASSERT_ALLOW_OVERTAKING) ? match::k_assert_allow_overtaking : 0;
     std::unique_ptr<comm_state> c(new (std::nothrow) comm_state);
     if (c == nullptr) {
         return status::nomem;
@@ -481,6 +493,15 @@ unsigned engine::comm_assertions(comm_state &comm) noexcept
            ((flags & match::k_assert_no_any_tag) != 0 ? MPIV_P2P_ASSERT_NO_ANY_TAG : 0U) |
            ((flags & match::k_assert_allow_overtaking) != 0 ? MPIV_P2P_ASSERT_ALLOW_OVERTAKING
                                                             : 0U);
+}
+
+status engine::comm_set_assertions(comm_state &comm, unsigned assertions) noexcept
+{
+    unsigned flags = 0;
+    if (!match_assertions(assertions, flags)) {
+        return status::invalid_arg;
+    }
+    return comm.match([flags](auto &m) { return m.set_assertions(flags); });
 }
 
 status engine::comm_destroy(comm_state *comm) noexcept
@@ -561,11 +582,13 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
     }
     if (op.seq_comm != nullptr) {
         std::uint32_t seq = 0;
-        if (op.seq_comm->match([&](auto &m) { return m.next_send_seq(op.dest, seq); }) !=
+        bool ordered = true;
+        if (op.seq_comm->match([&](auto &m) { return m.next_send_seq(op.dest, seq, ordered); }) !=
             status::ok) {
             return false; // no memory for the peer's state yet: retry later
         }
         op.w.seq = seq;
+        op.w.flags |= ordered ? 0 : k_wire_unordered;
         op.seq_comm = nullptr;
     }
     waits = op.queued_ack; // read before the push: op may complete at once after it
@@ -931,6 +954,7 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
     env.tag = m.w.tag;
     env.seq = m.w.seq;
     env.size = m.w.size;
+    env.ordered = (m.w.flags & k_wire_unordered) == 0;
     match::match_list matched;
     const status s = comm.match([&](auto &c) { return c.arrive(m, env, matched); });
     if (s != status::ok) {

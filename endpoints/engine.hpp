@@ -74,6 +74,8 @@ enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, 
 constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the match
 // rts: where is the sender's list of u.ref.spare struct iovec (its bytes in order)
 constexpr std::uint8_t k_wire_gather = 2;
+// sent while the communicator allowed overtaking: no sequence number, matched as it comes
+constexpr std::uint8_t k_wire_unordered = 4;
 
 /// The payload of one queue slot.
 struct wire {
@@ -223,8 +225,10 @@ class engine {
     [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                                      comm_state *&comm_p) noexcept;
     [[nodiscard]] status comm_destroy(comm_state *comm) noexcept;
-    /// The MPIV_P2P_ASSERT_* bits @p comm was created with.
+    /// The MPIV_P2P_ASSERT_* bits @p comm has now.
     static unsigned comm_assertions(comm_state &comm) noexcept;
+    /// Change a communicator's MPIV_P2P_ASSERT_* bits (basic_comm::set_assertions).
+    static status comm_set_assertions(comm_state &comm, unsigned assertions) noexcept;
 
     [[nodiscard]] status isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
                                std::int32_t dest, std::int32_t tag, const void *buf,

@@ -35,16 +35,28 @@
 // Over a serial table (table::serial(): calls never overlap) the peer spinlocks and the
 // bucket locks are skipped and sequence numbers are drawn without a locked increment; the
 // TLP lock, on slow paths only, stays.
-// Assertions (MPI-4 info keys). no_any_source + no_any_tag remove the wildcard list, the
-// unexpected list and every use of the TLP lock: each operation is one insert_or_match
-// under a bucket lock. allow_overtaking removes sequence numbers and per-peer state. All
-// three together: the pure MPIv path.
+// Assertions (MPI-4 info keys), given at creation and changed by set_assertions()
+// (MPI_Comm_set_info). no_any_source + no_any_tag ("no-wild" mode) remove the wildcard
+// list, the unexpected list and every use of the TLP lock: each operation is one step
+// under a bucket lock. allow_overtaking removes sequence numbers and the per-peer step.
+// All three together: the pure MPIv path.
+// - Overtaking is decided per message by its sender (next_send_seq() says "unordered",
+//   the envelope carries it): an unordered arrival skips the peer's sequence and takes no
+//   number, so both sides may change the assertion at different times. Ordered messages
+//   keep their order among themselves whatever came between them.
+// - The wildcard mode (wild_allowed_) is read only under a bucket lock, and a path that
+//   retries under TLP + bucket lock reads it again there; set_assertions() changes it
+//   holding the TLP lock and every bucket lock (table::all_guard), so each step sees one
+//   mode. Entering no-wild mode empties the unexpected list (refused while a wildcard is
+//   posted); leaving it rebuilds the list from the table's FIFOs of this context id,
+//   merging each sender's FIFOs by sequence number. The list is empty in no-wild mode.
 // Invariants: a posted receive (state_ == posted) is in exactly one of its key's FIFO or
 // the wildcard list; wild_posted_ equals the wildcard list's length; an unexpected message
 // is in its key's FIFO and, with wildcards, in the unexpected list, with messages of one
 // key in the same order in both; a held message is in no FIFO and no list but its peer's.
-// Memory: 1.25 KiB per communicator with either TLP lock (mostly the lock's padding);
-// ordered communicators add 8 B per rank plus 256 B per peer, allocated on first contact.
+// Memory: 1.25 KiB per communicator with either TLP lock (mostly the lock's padding),
+// 8 B per rank, and 256 B per peer that sends or receives an ordered message (allocated
+// on first contact).
 // Nodes (recv_node, msg_node) are 80 B each, inside the caller's objects.
 // When not to use it: traffic that one worker matches alone (endpoint communicators: a
 // private table without locks is cheaper); heavy wildcard use (every arrival then takes
@@ -164,24 +176,42 @@ class basic_comm {
     [[nodiscard]] status cancel(recv_node &r) noexcept;
 
     /// Draw the sequence number of the next message this rank sends to @p dest on this
-    /// communicator (0 when the communicator allows overtaking). Every number drawn must
-    /// be sent, or the receiver holds the later messages forever.
-    /// @param[out] seq_p the number (written on success only)
+    /// communicator, or none while it allows overtaking. Every number drawn must be sent,
+    /// or the receiver holds the later messages forever.
+    /// @param[out] seq_p     the number (0 when unordered; written on success only)
+    /// @param[out] ordered_p false: send the message unordered (envelope::ordered)
     /// @return ok; invalid_arg (dest out of range); nomem (first contact, no memory).
     /// @context thread-safe; sending threads; one relaxed fetch_add.
-    [[nodiscard]] status next_send_seq(std::int32_t dest, std::uint32_t &seq_p) noexcept;
+    [[nodiscard]] status next_send_seq(std::int32_t dest, std::uint32_t &seq_p,
+                                       bool &ordered_p) noexcept;
+
+    /// Change the assertions (MPI_Comm_set_info). Takes effect for the calls that start
+    /// after it returns; calls in progress finish in the old mode (see the design block).
+    /// @param[in] assertions the new k_assert_* flags
+    /// @return ok; invalid_arg (unknown bits); busy (no_any_source + no_any_tag asserted
+    ///         while a wildcard receive is posted: nothing changed); nomem (nothing changed).
+    /// @context thread-safe; rare: holds the TLP lock and every bucket lock of the table
+    ///          (O(buckets)), so every matching call of every communicator waits meanwhile.
+    [[nodiscard]] status set_assertions(unsigned assertions) noexcept;
 
     /// The context id.
     std::uint16_t cid() const noexcept { return cid_; }
     /// The number of ranks that can send to us.
     std::int32_t size() const noexcept { return size_; }
     /// The k_assert_* flags.
-    unsigned assertions() const noexcept { return assertions_; }
+    unsigned assertions() const noexcept { return assertions_.load(std::memory_order_relaxed); }
 
   private:
     using peer_slot = std::atomic<detail::peer *>;
 
     basic_comm(table &t, const comm_params &params, std::unique_ptr<peer_slot[]> peers) noexcept;
+    static bool wild_for(unsigned assertions) noexcept
+    {
+        return (assertions & (k_assert_no_any_source | k_assert_no_any_tag)) !=
+               (k_assert_no_any_source | k_assert_no_any_tag);
+    }
+    bool wild() const noexcept { return wild_allowed_.load(std::memory_order_relaxed); }
+    void rebuild_unexpected() MPIV_TS_REQUIRES(tlp_);
 
     static detail::link &as_link(recv_node &r) noexcept { return r; }
     static detail::link &as_link(msg_node &m) noexcept { return m; }
@@ -217,9 +247,13 @@ class basic_comm {
     table &table_;
     const std::uint16_t cid_;
     const std::int32_t size_;
-    const unsigned assertions_;
-    const bool wild_allowed_;                  // some wildcard is allowed
-    const std::unique_ptr<peer_slot[]> peers_; // null when overtaking is allowed
+    const std::unique_ptr<peer_slot[]> peers_;
+
+    // Written by set_assertions() only. Relaxed: assertions_ is a hint for validation and
+    // for senders (each message carries its own ordering); wild_allowed_ is ordered by the
+    // bucket locks under which it is read and written (see the design block).
+    std::atomic<unsigned> assertions_;
+    std::atomic<bool> wild_allowed_; // some wildcard is allowed
 
     // Written by wildcard posts (and wild_posted_ by arrivals and cancels, under tlp_);
     // read by every specific post and fast arrival.

@@ -2,8 +2,11 @@
 // template over the lock type. See comm.hpp for the design.
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "base/log.hpp"
 #include "matching/comm.hpp"
@@ -22,15 +25,14 @@ status basic_comm<Lock>::create(table &t, const comm_params &params,
             static_cast<unsigned>(params.cid), static_cast<int>(params.size), params.assertions);
         return status::invalid_arg;
     }
-    std::unique_ptr<peer_slot[]> peers;
-    if ((params.assertions & k_assert_allow_overtaking) == 0) {
-        // Value-initialized: every slot starts as nullptr.
-        peers.reset(new (std::nothrow) peer_slot[static_cast<std::size_t>(params.size)]());
-        if (peers == nullptr) {
-            base::log(base::log_level::error, "match: communicator %u: no memory for %d peers",
-                      static_cast<unsigned>(params.cid), static_cast<int>(params.size));
-            return status::nomem;
-        }
+    // Value-initialized: every slot starts as nullptr. Allocated even with
+    // allow_overtaking: ordered messages may come once the assertion is lifted.
+    std::unique_ptr<peer_slot[]> peers(
+        new (std::nothrow) peer_slot[static_cast<std::size_t>(params.size)]());
+    if (peers == nullptr) {
+        base::log(base::log_level::error, "match: communicator %u: no memory for %d peers",
+                  static_cast<unsigned>(params.cid), static_cast<int>(params.size));
+        return status::nomem;
     }
     std::unique_ptr<basic_comm> c(new (std::nothrow) basic_comm(t, params, std::move(peers)));
     if (c == nullptr) {
@@ -45,21 +47,17 @@ status basic_comm<Lock>::create(table &t, const comm_params &params,
 template <class Lock>
 basic_comm<Lock>::basic_comm(table &t, const comm_params &params,
                              std::unique_ptr<peer_slot[]> peers) noexcept
-    : table_(t), cid_(params.cid), size_(params.size), assertions_(params.assertions),
-      wild_allowed_((params.assertions & (k_assert_no_any_source | k_assert_no_any_tag)) !=
-                    (k_assert_no_any_source | k_assert_no_any_tag)),
-      peers_(std::move(peers))
+    : table_(t), cid_(params.cid), size_(params.size), peers_(std::move(peers)),
+      assertions_(params.assertions), wild_allowed_(wild_for(params.assertions))
 {
 }
 
 template <class Lock>
 basic_comm<Lock>::~basic_comm()
 {
-    if (peers_ != nullptr) {
-        for (std::int32_t i = 0; i < size_; ++i) {
-            // Relaxed: destruction follows the last call, ordered by the caller.
-            delete peers_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
-        }
+    for (std::int32_t i = 0; i < size_; ++i) {
+        // Relaxed: destruction follows the last call, ordered by the caller.
+        delete peers_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
     }
 }
 
@@ -75,11 +73,12 @@ void basic_comm<Lock>::bind(recv_node &r, msg_node &m) noexcept
 template <class Lock>
 bool basic_comm<Lock>::valid_pattern(std::int32_t source, std::int32_t tag) const noexcept
 {
-    if (source == k_any_source ? (assertions_ & k_assert_no_any_source) != 0
+    const unsigned a = assertions();
+    if (source == k_any_source ? (a & k_assert_no_any_source) != 0
                                : source < 0 || source >= size_) {
         return false;
     }
-    return tag != k_any_tag || (assertions_ & k_assert_no_any_tag) == 0;
+    return tag != k_any_tag || (a & k_assert_no_any_tag) == 0;
 }
 
 // ---------------------------------------------------------------- posting side
@@ -102,12 +101,7 @@ status basic_comm<Lock>::post(recv_node &r, std::int32_t source, std::int32_t ta
     if (source == k_any_source || tag == k_any_tag) {
         return post_wild(r);
     }
-    if (wild_allowed_) {
-        return post_specific(r);
-    }
-    const auto on_match = [&r](detail::link &p) { bind(r, as_msg(p)); };
-    return table_.insert_or_match(l, side::recv, on_match) != nullptr ? status::ok
-                                                                      : status::inprogress;
+    return post_specific(r);
 }
 
 template <class Lock>
@@ -121,6 +115,10 @@ status basic_comm<Lock>::post_specific(recv_node &r) noexcept
             q.push_back(as_link(r), side::recv);
             return status::inprogress;
         }
+        if (!wild()) { // no unexpected list to leave
+            bind(r, as_msg(*q.pop_front()));
+            return status::ok;
+        }
     }
     return post_specific_slow(r);
 }
@@ -133,7 +131,9 @@ status basic_comm<Lock>::post_specific_slow(recv_node &r) noexcept
     table::queue_guard q(table_, key_of(as_link(r)));
     if (q.holds(side::msg)) {
         msg_node &m = as_msg(*q.pop_front());
-        unexp_unlink(m);
+        if (wild()) { // read again: the mode may have changed since post_specific()
+            unexp_unlink(m);
+        }
         bind(r, m);
         return status::ok;
     }
@@ -148,6 +148,14 @@ status basic_comm<Lock>::post_wild(recv_node &r) noexcept
 {
     base::lock_guard<Lock> g(tlp_);
     const detail::link &l = as_link(r);
+    if (!wild()) {
+        // Both wildcard assertions were set while this post was on its way.
+        base::log(base::log_level::error,
+                  "match: communicator %u: wildcard receive after mpi_assert_no_any_source "
+                  "and mpi_assert_no_any_tag were set",
+                  static_cast<unsigned>(cid_));
+        return status::invalid_arg;
+    }
     if (msg_node *m = take_unexpected(l.source_, l.tag_)) {
         bind(r, *m);
         return status::ok;
@@ -176,9 +184,12 @@ msg_node *basic_comm<Lock>::take_unexpected(std::int32_t source, std::int32_t ta
             return nullptr;
         }
         msg_node &m = as_msg(*q.pop_front());
-        unexp_unlink(m);
+        if (wild()) {
+            unexp_unlink(m);
+        }
         return &m;
     }
+    // Empty in no-wild mode.
     for (msg_node *m = unexp_head_; m != nullptr; m = m->unexp_next_) {
         if (accepts(source, tag, m->env_)) {
             // m is the head of its key's FIFO: every earlier message of its key would
@@ -234,7 +245,7 @@ status basic_comm<Lock>::mprobe(std::int32_t source, std::int32_t tag, msg_node 
         if (!q.holds(side::msg)) {
             return status::not_found;
         }
-        if (!wild_allowed_) {
+        if (!wild()) {
             msg_node &m = as_msg(*q.pop_front());
             m.recv_ = nullptr;
             msg_p = &m;
@@ -336,7 +347,7 @@ status basic_comm<Lock>::arrive(msg_node &m, const envelope &env, match_list &ma
         return status::invalid_arg;
     }
     detail::peer *p = nullptr;
-    if (peers_ != nullptr) {
+    if (env.ordered) {
         const status s = peer_of(env.source, p);
         if (s != status::ok) {
             return s;
@@ -376,21 +387,20 @@ template <class Lock>
 void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
 {
     detail::link &l = as_link(m);
-    if (!wild_allowed_) {
-        const auto on_match = [&m](detail::link &p) { bind(as_recv(p), m); };
-        if (table_.insert_or_match(l, side::msg, on_match) != nullptr) {
-            matched.push(m);
-        }
-        return;
-    }
     {
         table::queue_guard q(table_, key_of(l));
+        const bool wild_mode = wild();
         // Relaxed: the bucket lock orders this load after the increment of any wildcard
         // posted before the key's head (see comm.hpp); a stale non-zero only costs the
-        // slow path.
-        if (q.holds(side::recv) && wild_posted_.load(std::memory_order_relaxed) == 0) {
+        // slow path. No-wild mode has no wildcard to look for.
+        if (q.holds(side::recv) &&
+            (!wild_mode || wild_posted_.load(std::memory_order_relaxed) == 0)) {
             bind(as_recv(*q.pop_front()), m);
             matched.push(m);
+            return;
+        }
+        if (!wild_mode) {
+            q.push_back(l, side::msg); // unexpected; no list but its FIFO
             return;
         }
     }
@@ -403,6 +413,15 @@ void basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched) noex
     detail::link &l = as_link(m);
     base::low_priority_guard<Lock> g(tlp_);
     table::queue_guard q(table_, key_of(l));
+    if (!wild()) { // the mode changed since match_arrival() looked
+        if (q.holds(side::recv)) {
+            bind(as_recv(*q.pop_front()), m);
+            matched.push(m);
+        } else {
+            q.push_back(l, side::msg);
+        }
+        return;
+    }
     recv_node *specific = q.holds(side::recv) ? &as_recv(*q.front()) : nullptr;
     recv_node *prev = nullptr;
     recv_node *wild = wild_head_;
@@ -485,17 +504,20 @@ msg_node *basic_comm<Lock>::take_held(detail::peer &p) noexcept
 }
 
 template <class Lock>
-status basic_comm<Lock>::next_send_seq(std::int32_t dest, std::uint32_t &seq_p) noexcept
+status basic_comm<Lock>::next_send_seq(std::int32_t dest, std::uint32_t &seq_p,
+                                       bool &ordered_p) noexcept
 {
     if (dest < 0 || dest >= size_) {
         base::log(base::log_level::error, "match: communicator %u: destination %d is invalid",
                   static_cast<unsigned>(cid_), static_cast<int>(dest));
         return status::invalid_arg;
     }
-    if (peers_ == nullptr) {
+    if ((assertions() & k_assert_allow_overtaking) != 0) {
         seq_p = 0;
+        ordered_p = false;
         return status::ok;
     }
+    ordered_p = true;
     detail::peer *p = nullptr;
     const status s = peer_of(dest, p);
     if (s != status::ok) {
@@ -510,6 +532,100 @@ status basic_comm<Lock>::next_send_seq(std::int32_t dest, std::uint32_t &seq_p) 
         seq_p = p->next_send.fetch_add(1, std::memory_order_relaxed);
     }
     return status::ok;
+}
+
+// ---------------------------------------------------------------- assertions
+
+template <class Lock>
+status basic_comm<Lock>::set_assertions(unsigned assertions) noexcept
+{
+    constexpr unsigned all =
+        k_assert_no_any_source | k_assert_no_any_tag | k_assert_allow_overtaking;
+    if ((assertions & ~all) != 0) {
+        base::log(base::log_level::error, "match: communicator %u: assertions %#x are invalid",
+                  static_cast<unsigned>(cid_), assertions);
+        return status::invalid_arg;
+    }
+    base::lock_guard<Lock> g(tlp_);
+    table::all_guard every_bucket(table_);
+    const bool from = wild();
+    const bool to = wild_for(assertions);
+    if (from && !to) {
+        // Relaxed: changed only under tlp_, which we hold.
+        if (wild_posted_.load(std::memory_order_relaxed) != 0) {
+            base::log(base::log_level::warn,
+                      "match: communicator %u: mpi_assert_no_any_source and "
+                      "mpi_assert_no_any_tag not applied: a wildcard receive is posted",
+                      static_cast<unsigned>(cid_));
+            return status::busy;
+        }
+        unexp_head_ = nullptr; // the messages stay in their FIFOs
+        unexp_tail_ = nullptr;
+    } else if (!from && to) {
+        try {
+            rebuild_unexpected();
+        } catch (const std::bad_alloc &) {
+            base::log(base::log_level::error,
+                      "match: communicator %u: no memory to allow wildcards again",
+                      static_cast<unsigned>(cid_));
+            return status::nomem;
+        }
+    }
+    wild_allowed_.store(to, std::memory_order_relaxed);
+    assertions_.store(assertions, std::memory_order_relaxed);
+    return status::ok;
+}
+
+template <class Lock>
+void basic_comm<Lock>::rebuild_unexpected()
+{
+    // Each sender's FIFOs (one per tag), each in its order. Nothing is linked before every
+    // allocation has succeeded: a bad_alloc leaves the communicator as it was.
+    std::map<std::int32_t, std::vector<std::vector<msg_node *>>> by_source;
+    table_.for_each_queue(cid_, side::msg, [&by_source](detail::link &tail) {
+        std::vector<msg_node *> fifo;
+        detail::link *n = &tail;
+        do {
+            n = n->next_; // the head first: tail.next_
+            fifo.push_back(&as_msg(*n));
+        } while (n != &tail);
+        by_source[tail.source_].push_back(std::move(fifo));
+    });
+    std::size_t most = 0; // FIFOs of one sender
+    for (const auto &entry : by_source) {
+        most = std::max(most, entry.second.size());
+    }
+    std::vector<std::size_t> at;
+    at.reserve(most);
+    unexp_head_ = nullptr;
+    unexp_tail_ = nullptr;
+    for (auto &entry : by_source) {
+        auto &fifos = entry.second;
+        at.assign(fifos.size(), 0);
+        // Merge taking only heads, so each FIFO keeps its order: an unordered head may go
+        // anywhere, ordered heads go oldest number first (wrap-around safe).
+        for (;;) {
+            std::size_t best = fifos.size();
+            for (std::size_t i = 0; i < fifos.size(); ++i) {
+                if (at[i] == fifos[i].size()) {
+                    continue;
+                }
+                const envelope &e = fifos[i][at[i]]->env_;
+                if (!e.ordered) {
+                    best = i;
+                    break;
+                }
+                if (best == fifos.size() ||
+                    static_cast<std::int32_t>(e.seq - fifos[best][at[best]]->env_.seq) < 0) {
+                    best = i;
+                }
+            }
+            if (best == fifos.size()) {
+                break;
+            }
+            unexp_append(*fifos[best][at[best]++]);
+        }
+    }
 }
 
 } // namespace mpiv::match

@@ -35,6 +35,7 @@ struct envelope {
     std::int32_t tag = 0;    ///< tag; negative tags are internal and never match k_any_tag
     std::uint32_t seq = 0;   ///< sender's sequence number towards this receiver
     std::size_t size = 0;    ///< payload bytes: opaque to matching, reported by probe
+    bool ordered = true;     ///< false: sent under allow_overtaking, seq is meaningless
 };
 
 namespace detail {

@@ -17,9 +17,9 @@
 //   tail node, and so on. Hence the table allocates nothing after create() and an insert
 //   cannot fail. Chained keys cost a pointer chase each: size the table so that buckets
 //   rarely hold more than three live keys (about twice the number of keys live at once).
-// - insert_or_match(node, side) is the MPIv operation: under the bucket lock, if the key's
-//   FIFO holds the other side, pop its head (the earliest) and report it; else append.
-//   queue_guard exposes the same locked access step by step for the MPI rules in comm.hpp.
+// - queue_guard is the locked access to one key's FIFO. The MPIv operation (if the FIFO
+//   holds the other side, pop its head, the earliest; else append) is a few steps of it;
+//   basic_comm adds the MPI rules between those steps.
 //
 // Invariants (under the bucket lock): every key appears at most once in its bucket (in a
 // data entry or in the overflow chain); a non-empty FIFO holds nodes of one side, all
@@ -110,21 +110,60 @@ class table {
     /// Number of buckets (a power of two).
     std::size_t bucket_count() const noexcept { return mask_ + 1; }
 
-    /// The MPIv insert-or-match: if @p node's key holds nodes of the other side, remove
-    /// the earliest of them and call @p on_match with it; otherwise append @p node to its
-    /// key's FIFO.
-    /// @param[in] node     a node not in any queue, with its key set in its detail::link
-    /// @param[in] s        the side @p node belongs to
-    /// @param[in] on_match void(detail::link &partner), called under the bucket lock, so
-    ///                     whatever it records about the match is seen by any later user
-    ///                     of the key (e.g. a cancel) together with the removal
-    /// @return the matched node of the other side, or nullptr when @p node was queued.
-    /// @context thread-safe; O(1) expected; spins (then yields) on the bucket lock only.
-    template <class OnMatch>
-    detail::link *insert_or_match(detail::link &node, side s, OnMatch &&on_match) noexcept;
-
     /// Locked access to one key's FIFO: construction locks the key's bucket and finds the
     /// key, destruction unlocks. Keep it short: other keys of the bucket wait meanwhile.
+    /// Every bucket lock held at once (construction locks them in bucket order,
+    /// destruction unlocks): for a rare change that no keyed access may overlap
+    /// (basic_comm::set_assertions). O(bucket count); none is taken in a serial table.
+    /// Not while holding a queue_guard of the same table.
+    class all_guard {
+      public:
+        explicit all_guard(table &t) noexcept : t_(t)
+        {
+            if (!t_.serial_) {
+                for (std::size_t i = 0; i <= t_.mask_; ++i) {
+                    detail::spin_lock(t_.buckets_[i].lock);
+                }
+            }
+        }
+        ~all_guard()
+        {
+            if (!t_.serial_) {
+                for (std::size_t i = 0; i <= t_.mask_; ++i) {
+                    detail::spin_unlock(t_.buckets_[i].lock);
+                }
+            }
+        }
+        all_guard(const all_guard &) = delete;
+        all_guard &operator=(const all_guard &) = delete;
+
+      private:
+        table &t_;
+    };
+
+    /// Call @p fn(detail::link &tail) for every non-empty FIFO of side @p s whose
+    /// key has context id @p cid (the head is tail.next_; the FIFO is circular).
+    /// @context only under an all_guard of this table (or in a serial table); O(buckets);
+    ///          an exception from @p fn propagates.
+    template <class Fn> void for_each_queue(std::uint16_t cid, side s, Fn &&fn)
+    {
+        const auto wanted = static_cast<std::uintptr_t>(s);
+        for (std::size_t i = 0; i <= mask_; ++i) {
+            const bucket &b = buckets_[i];
+            for (std::size_t e = 0; e < k_entries; ++e) {
+                const std::uintptr_t word = b.entries[e].queue;
+                if (word != 0 && b.cid[e] == cid && (word & k_side_bit) == wanted) {
+                    fn(*tail_of(word));
+                }
+            }
+            for (std::uintptr_t word = b.overflow; word != 0; word = tail_of(word)->spill_) {
+                if (tail_of(word)->cid_ == cid && (word & k_side_bit) == wanted) {
+                    fn(*tail_of(word));
+                }
+            }
+        }
+    }
+
     class queue_guard {
       public:
         /// Lock @p k's bucket of @p t. @context thread-safe; spins, then yields.
@@ -364,19 +403,6 @@ inline bool table::queue_guard::remove(detail::link &node) noexcept
         *slot_ = reinterpret_cast<std::uintptr_t>(prev) | (*slot_ & k_side_bit);
     }
     return true;
-}
-
-template <class OnMatch>
-detail::link *table::insert_or_match(detail::link &node, side s, OnMatch &&on_match) noexcept
-{
-    queue_guard q(*this, key{node.cid_, node.source_, node.tag_});
-    if (!q.empty() && !q.holds(s)) {
-        detail::link *partner = q.pop_front();
-        on_match(*partner);
-        return partner;
-    }
-    q.push_back(node, s);
-    return nullptr;
 }
 
 } // namespace mpiv::match

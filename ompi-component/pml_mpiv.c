@@ -413,24 +413,39 @@ static const struct {
 };
 #define NUM_ASSERTION_KEYS (sizeof(assertion_keys) / sizeof(assertion_keys[0]))
 
-/* Info subscriber (MPI_Comm_set_info on an existing communicator): mpiv keeps the
- * assertions a communicator was created with (both sides of a communicator must agree on
- * ordering, which a local change cannot guarantee; MPI-4.0 7.4.4 lets an implementation
- * ignore hints set after creation). Says so at verbose level 1 when the value differs;
- * the value is stored as given. */
+/* Info subscriber (MPI_Comm_set_info on an existing communicator, and each subscription at
+ * creation): applies a changed assertion to the communicator's matching state. Overtaking
+ * is decided per message by its sender, so the processes need not change it at the same
+ * time. Returns the value in effect, which MPI_Comm_get_info reports: the old one when mpiv
+ * cannot apply the change (both wildcard assertions while a wildcard receive is posted),
+ * which it says at verbose level 1. */
 static char *assertion_changed(opal_infosubscriber_t *obj, char *key, char *value)
 {
     ompi_communicator_t *comm = (ompi_communicator_t *) obj;
     mpiv_p2p_comm_t *c = (mpiv_p2p_comm_t *) comm->c_pml_comm;
     for (size_t i = 0; NULL != c && i < NUM_ASSERTION_KEYS; ++i) {
-        if (0 == strcmp(key, assertion_keys[i].key) &&
-            opal_str_to_bool(value) != !!(mpiv_p2p_comm_assertions(c) & assertion_keys[i].bit)) {
-            opal_output_verbose(1, mca_pml_mpiv.output,
-                                "pml mpiv: communicator %u: %s = %s set after its creation is "
-                                "not applied (mpiv takes the assertions given when a "
-                                "communicator is created, e.g. by MPI_Comm_dup_with_info)",
-                                comm->c_contextid, key, value);
+        if (0 != strcmp(key, assertion_keys[i].key)) {
+            continue;
         }
+        const unsigned now = mpiv_p2p_comm_assertions(c);
+        const unsigned bit = assertion_keys[i].bit;
+        const unsigned next = opal_str_to_bool(value) ? (now | bit) : (now & ~bit);
+        if (next == now) {
+            return value;
+        }
+        const int rc = mpiv_p2p_comm_set_assertions(c, next);
+        if (MPIV_OK != rc) {
+            opal_output_verbose(1, mca_pml_mpiv.output,
+                                "pml mpiv: communicator %u: %s = %s not applied: %s",
+                                comm->c_contextid, key, value,
+                                MPIV_ERR_BUSY == rc ? "a wildcard receive is posted"
+                                                    : mpiv_status_string(rc));
+            return (now & bit) ? "true" : "false";
+        }
+        opal_output_verbose(2, mca_pml_mpiv.output,
+                            "pml mpiv: communicator %u: %s = %s applied (assertions 0x%x)",
+                            comm->c_contextid, key, value, next);
+        return value;
     }
     return value;
 }
@@ -1036,8 +1051,8 @@ static int recv_start(mca_pml_mpiv_request_t *req)
         const unsigned a = mpiv_p2p_comm_assertions(engine_comm(req->comm));
         const bool source = MPI_ANY_SOURCE == req->peer && (a & MPIV_P2P_ASSERT_NO_ANY_SOURCE);
         if (source || (MPI_ANY_TAG == req->tag && (a & MPIV_P2P_ASSERT_NO_ANY_TAG))) {
-            opal_output(0, "pml mpiv: a receive with %s on communicator %u, which was created "
-                           "with the assertion %s: MPI_ERR_ARG",
+            opal_output(0, "pml mpiv: a receive with %s on communicator %u, which has the "
+                           "assertion %s: MPI_ERR_ARG",
                         source ? "MPI_ANY_SOURCE" : "MPI_ANY_TAG", req->comm->c_contextid,
                         source ? "mpi_assert_no_any_source" : "mpi_assert_no_any_tag");
         }

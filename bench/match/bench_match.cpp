@@ -76,6 +76,8 @@ void BM_match_insert_match(benchmark::State &state)
         return;
     }
     comm &c = *g_engine->comm_;
+    // As the sender would send them: unordered while the communicator allows overtaking.
+    const bool ordered = (c.assertions() & mpiv::match::k_assert_allow_overtaking) == 0;
     const auto source = static_cast<std::int32_t>(state.thread_index());
     recv_node r;
     msg_node m;
@@ -84,7 +86,7 @@ void BM_match_insert_match(benchmark::State &state)
     for (auto _ : state) {
         match_list matched;
         const status posted = c.post(r, source, tag);
-        const status arrived = c.arrive(m, envelope{source, tag, seq, 8}, matched);
+        const status arrived = c.arrive(m, envelope{source, tag, seq, 8, ordered}, matched);
         if (posted != status::inprogress || arrived != status::ok || matched.pop() != &m) {
             state.SkipWithError("unexpected matching result");
             break;

@@ -128,9 +128,16 @@ MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer, const
 MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, int32_t size,
                                             unsigned assertions, mpiv_p2p_comm_t **comm_p);
 
-/** The MPIV_P2P_ASSERT_* bits @p comm was created with (they do not change afterwards);
- *  0 for NULL. */
+/** The MPIV_P2P_ASSERT_* bits @p comm has now; 0 for NULL. */
 MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm);
+
+/** Change @p comm's assertions (MPI_Comm_set_info); calls that start after the return see
+ *  them. ALLOW_OVERTAKING is decided per message by its sender, so the two sides may change
+ *  it at different times. Any thread; rare: every matching call of the engine waits while
+ *  it runs (it locks the whole matching table).
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG (unknown bits); MPIV_ERR_BUSY (NO_ANY_SOURCE and
+ *  NO_ANY_TAG together while a wildcard receive is posted: nothing changed); NOMEM. */
+MPIV_API mpiv_status_t mpiv_p2p_comm_set_assertions(mpiv_p2p_comm_t *comm, unsigned assertions);
 
 /** Destroy a communicator's state. Unexpected messages still queued are dropped (MPI
  *  says a freed communicator's pending messages are erroneous). */

@@ -14,9 +14,19 @@
  * own MPI_Barrier, which then hangs with 4 processes; under ob1 only, the barrier on the
  * communicators with assertions is left out (with a NOTE).
  * MPI_Comm_get_info is printed (Open MPI 4.1 need not return the keys; not checked).
- * Under mpiv: a wildcard receive on the dup_with_info communicator fails with MPI_ERR_ARG
- * (mpiv applies the assertions of a communicator's creation; those set later with
- * MPI_Comm_set_info are not applied, which variants.sh checks through the verbose output).
+ * Under mpiv: a wildcard receive on a communicator with both wildcard assertions fails with
+ * MPI_ERR_ARG (MPI says such a program is erroneous; other PMLs may accept it).
+ *
+ * Then MPI_Comm_set_info changes the assertions of a communicator in use, both ways, and
+ * messages left unexpected under one setting must be received right under the next:
+ *  A. wildcards allowed: a burst over repeating tags stays unexpected; both wildcard
+ *     assertions are set; specific receives get each tag's messages in send order;
+ *  B. no wildcards: a burst stays unexpected; wildcards are allowed again; MPI_ANY_TAG
+ *     receives from the sender get the whole burst in send order across tags;
+ *  C. overtaking allowed: a burst is received by tag in reverse order; overtaking is lifted
+ *     and a burst on one tag must come in send order (the sender's and the receiver's
+ *     sequence numbers must still agree).
+ * variants.sh checks at verbose level 2 that mpiv applied each change.
  */
 #include "mpi_test.h"
 
@@ -178,6 +188,118 @@ static void print_info(MPI_Comm comm, const char *name)
     MPI_Info_free(&info);
 }
 
+static void set_assertions(MPI_Comm comm, const char *no_wildcards, const char *overtaking)
+{
+    MPI_Info info;
+    MT_CALL(MPI_Info_create(&info));
+    MT_CALL(MPI_Info_set(info, "mpi_assert_no_any_source", no_wildcards));
+    MT_CALL(MPI_Info_set(info, "mpi_assert_no_any_tag", no_wildcards));
+    MT_CALL(MPI_Info_set(info, "mpi_assert_allow_overtaking", overtaking));
+    MT_CALL(MPI_Comm_set_info(comm, info));
+    MPI_Info_free(&info);
+    /* every process has switched before the next burst (on another communicator: ob1 hangs
+     * in a barrier on one with mpi_assert_no_any_source, see the top) */
+    MT_CALL(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+/* Under mpiv, a wildcard receive fails with MPI_ERR_ARG while both assertions hold. */
+static void expect_wildcard_refused(MPI_Comm comm, const char *what)
+{
+    if (!mt_pml_is("mpiv")) {
+        return;
+    }
+    int value = 0, error_class = MPI_SUCCESS;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MT_CALL(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    MPI_Error_class(MPI_Irecv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 0, comm, &request),
+                    &error_class);
+    MT_EXPECT_EQ(what, MPI_ERR_ARG, error_class);
+    MT_EXPECT_EQ("no request from the refused receive", 1, MPI_REQUEST_NULL == request);
+    MT_CALL(MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL));
+}
+
+#define TOGGLE_BURST 12
+#define TOGGLE_MARKER 99
+
+static int toggle_tag(int k) { return (k * 3) % 5; } /* repeating, not in send order */
+
+/* Send a burst of TOGGLE_BURST ints (value base + k, tag tags(k)) and a marker to `to`;
+ * wait until the marker from `from` can be received, so that (messages of one sender
+ * being matched in order) its whole burst is here, unexpected. */
+static void burst_unexpected(MPI_Comm comm, int to, int from, int base, int (*tags)(int))
+{
+    int out[TOGGLE_BURST], marker = -1;
+    MPI_Request requests[TOGGLE_BURST + 1];
+    for (int k = 0; k < TOGGLE_BURST; ++k) {
+        out[k] = base + k;
+        MT_CALL(MPI_Isend(&out[k], 1, MPI_INT, to, tags(k), comm, &requests[k]));
+    }
+    MT_CALL(MPI_Isend(&marker, 1, MPI_INT, to, TOGGLE_MARKER, comm, &requests[TOGGLE_BURST]));
+    MT_CALL(MPI_Probe(from, TOGGLE_MARKER, comm, MPI_STATUS_IGNORE));
+    MT_CALL(MPI_Waitall(TOGGLE_BURST + 1, requests, MPI_STATUSES_IGNORE));
+}
+
+static void expect_int(int expected, int got, const MPI_Status *st, int from, int tag,
+                       const char *what)
+{
+    MT_EXPECT_EQ(what, expected, got);
+    MT_CHECK_STATUS(st, from, tag, MPI_INT, 1, what);
+}
+
+static void toggles(void)
+{
+    MPI_Comm comm;
+    MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    const int to = (mt_rank + 1) % mt_size, from = (mt_rank + mt_size - 1) % mt_size;
+    int value = 0;
+    MPI_Status st;
+    for (int round = 0; round < 2; ++round) {
+        /* A */
+        burst_unexpected(comm, to, from, 1000, toggle_tag);
+        set_assertions(comm, "true", "false");
+        expect_wildcard_refused(comm, "A: MPI_ANY_SOURCE receive after MPI_Comm_set_info");
+        for (int k = 0; k < TOGGLE_BURST; ++k) {
+            MT_CALL(MPI_Recv(&value, 1, MPI_INT, from, toggle_tag(k), comm, &st));
+            expect_int(1000 + k, value, &st, from, toggle_tag(k),
+                       "A: unexpected before the assertions, received after");
+        }
+        MT_CALL(MPI_Recv(&value, 1, MPI_INT, from, TOGGLE_MARKER, comm, MPI_STATUS_IGNORE));
+        /* B */
+        burst_unexpected(comm, to, from, 2000, toggle_tag);
+        set_assertions(comm, "false", "false");
+        for (int k = 0; k < TOGGLE_BURST; ++k) {
+            MT_CALL(MPI_Recv(&value, 1, MPI_INT, from, MPI_ANY_TAG, comm, &st));
+            expect_int(2000 + k, value, &st, from, toggle_tag(k),
+                       "B: MPI_ANY_TAG after wildcards are allowed again, in send order");
+        }
+        MT_CALL(MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &st));
+        expect_int(-1, value, &st, from, TOGGLE_MARKER, "B: the marker last");
+        /* C */
+        set_assertions(comm, "false", "true");
+        int out[TOGGLE_BURST];
+        MPI_Request requests[TOGGLE_BURST];
+        for (int k = 0; k < TOGGLE_BURST; ++k) {
+            out[k] = 3000 + k;
+            MT_CALL(MPI_Isend(&out[k], 1, MPI_INT, to, 200 + k, comm, &requests[k]));
+        }
+        for (int k = TOGGLE_BURST - 1; k >= 0; --k) {
+            MT_CALL(MPI_Recv(&value, 1, MPI_INT, from, 200 + k, comm, &st));
+            expect_int(3000 + k, value, &st, from, 200 + k, "C: overtaking allowed, by tag");
+        }
+        MT_CALL(MPI_Waitall(TOGGLE_BURST, requests, MPI_STATUSES_IGNORE));
+        set_assertions(comm, "false", "false");
+        for (int k = 0; k < TOGGLE_BURST; ++k) {
+            MT_CALL(MPI_Isend(&out[k], 1, MPI_INT, to, 300, comm, &requests[k]));
+        }
+        for (int k = 0; k < TOGGLE_BURST; ++k) {
+            MT_CALL(MPI_Recv(&value, 1, MPI_INT, from, MPI_ANY_TAG, comm, &st));
+            expect_int(3000 + k, value, &st, from, 300, "C: ordered again, in send order");
+        }
+        MT_CALL(MPI_Waitall(TOGGLE_BURST, requests, MPI_STATUSES_IGNORE));
+    }
+    MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "comm_info", MPI_THREAD_SINGLE);
@@ -203,21 +325,11 @@ int main(int argc, char **argv)
         collectives(with_info, "MPI_Comm_dup_with_info");
         collectives(set_info, "MPI_Comm_set_info");
     }
-    /* mpiv refuses a wildcard receive on a communicator created with the assertions, with
-     * MPI_ERR_ARG (MPI says such a program is erroneous; other PMLs may accept it) */
-    if (mt_pml_is("mpiv")) {
-        int value = 0;
-        MPI_Request request = MPI_REQUEST_NULL;
-        int error_class = MPI_SUCCESS;
-        MT_CALL(MPI_Comm_set_errhandler(with_info, MPI_ERRORS_RETURN));
-        MPI_Error_class(MPI_Irecv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 0, with_info, &request),
-                        &error_class);
-        MT_EXPECT_EQ("MPI_ANY_SOURCE receive with mpi_assert_no_any_source", MPI_ERR_ARG,
-                     error_class);
-        MT_EXPECT_EQ("no request from the refused receive", 1, MPI_REQUEST_NULL == request);
-    }
+    expect_wildcard_refused(with_info, "MPI_ANY_SOURCE receive on MPI_Comm_dup_with_info");
+    expect_wildcard_refused(set_info, "MPI_ANY_SOURCE receive after MPI_Comm_set_info");
     /* and a communicator without assertions still works alongside */
     traffic(MPI_COMM_WORLD, "MPI_COMM_WORLD", 3);
+    toggles();
 
     MPI_Comm_free(&with_info);
     MPI_Comm_free(&set_info);

@@ -5,7 +5,7 @@
 #   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock;
 #   - single-threaded tests under MPI_THREAD_MULTIPLE (mpiv's thread-safe paths; below it
 #     mpiv takes its serial paths, which verbose level 2 reports);
-# and comm_info at verbose level 1 (the message about MPI_Comm_set_info assertions).
+# and comm_info at verbose level 2 (MPI_Comm_set_info assertions applied).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +24,7 @@ for config in \
     done
 done
 for test in "p2p_sizes 2" "datatypes 2" "probe 2" "cancel 2" "persistent 2" "truncate 2" \
-    "request_free 2" "bsend 2"; do
+    "request_free 2" "bsend 2" "comm_info 3"; do
     set -- $test
     if MPIV_TEST_THREAD_MULTIPLE=1 "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
         echo "PASS $1 under MPI_THREAD_MULTIPLE"
@@ -59,15 +59,26 @@ MPIV_TEST_THREAD_MULTIPLE=1 MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" \
 MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2 --mca pml_mpiv_progress server" \
     check_serial no "a server thread is not serial" p2p_sizes 2
 rm -f "$log"
-# Assertions set with MPI_Comm_set_info on an existing communicator are not applied by mpiv
-# (it keeps those of the communicator's creation), and it says so at verbose level 1.
+# mpiv applies the assertions MPI_Comm_set_info sets on a communicator in use, each of the
+# three both ways (comm_info's toggles), and says so at verbose level 2.
 log=${TMPDIR:-/tmp}/mpiv-variants.$$
-if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 1" "$here/run.sh" comm_info 2 >"$log" 2>&1 &&
-   grep -q "mpi_assert_no_any_source = true set after its creation is not applied" "$log"; then
-    echo "PASS comm_info says MPI_Comm_set_info assertions are not applied"
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" comm_info 2 >"$log" 2>&1; then
+    missing=
+    for key in mpi_assert_no_any_source mpi_assert_no_any_tag mpi_assert_allow_overtaking; do
+        for value in true false; do
+            grep -q "$key = $value applied" "$log" || missing="$missing $key=$value"
+        done
+    done
+    if [ -z "$missing" ]; then
+        echo "PASS comm_info: MPI_Comm_set_info assertions applied both ways"
+    else
+        cat "$log"
+        echo "FAIL comm_info: no 'applied' message at verbose level 2 for:$missing"
+        status=1
+    fi
 else
     cat "$log"
-    echo "FAIL comm_info: no message about assertions set after creation"
+    echo "FAIL comm_info at verbose level 2"
     status=1
 fi
 rm -f "$log"

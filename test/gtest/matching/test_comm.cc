@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -43,12 +44,18 @@ class match_comm : public ::testing::Test {
         return c;
     }
 
-    // Deliver m; @return the messages matched by this call, in order.
+    // Deliver m, ordered unless c allows overtaking (as a sender on c would send it);
+    // @return the messages matched by this call, in order.
     static std::vector<msg_node *> arrive(comm_type &c, msg_node &m, std::int32_t source,
                                           std::int32_t tag, std::uint32_t seq, std::size_t size = 0)
     {
+        const bool ordered = (c.assertions() & k_assert_allow_overtaking) == 0;
+        return arrive_as(c, m, envelope{source, tag, seq, size, ordered});
+    }
+    static std::vector<msg_node *> arrive_as(comm_type &c, msg_node &m, const envelope &env)
+    {
         match_list matched;
-        EXPECT_EQ(c.arrive(m, envelope{source, tag, seq, size}, matched), status::ok);
+        EXPECT_EQ(c.arrive(m, env, matched), status::ok);
         std::vector<msg_node *> out;
         while (msg_node *x = matched.pop()) {
             out.push_back(x);
@@ -389,8 +396,10 @@ TYPED_TEST(match_comm, all_assertions_give_the_pure_path)
     ASSERT_EQ(c->mprobe(1, 1, taken), status::ok);
     EXPECT_EQ(taken, &m[1]);
     std::uint32_t seq = 99;
-    EXPECT_EQ(c->next_send_seq(3, seq), status::ok);
+    bool ordered = true;
+    EXPECT_EQ(c->next_send_seq(3, seq, ordered), status::ok);
     EXPECT_EQ(seq, 0U);
+    EXPECT_FALSE(ordered);
 }
 
 TYPED_TEST(match_comm, no_wildcards_but_ordered_still_holds_early_arrivals)
@@ -451,7 +460,9 @@ TYPED_TEST(match_comm, invalid_arguments_are_rejected)
     EXPECT_EQ(c->arrive(m, envelope{-1, 0, 0, 0}, matched), status::invalid_arg);
     EXPECT_EQ(c->arrive(m, envelope{0, k_any_tag, 0, 0}, matched), status::invalid_arg);
     std::uint32_t seq = 0;
-    EXPECT_EQ(c->next_send_seq(4, seq), status::invalid_arg);
+    bool ordered = false;
+    EXPECT_EQ(c->next_send_seq(4, seq, ordered), status::invalid_arg);
+    EXPECT_EQ(c->set_assertions(1U << 5), status::invalid_arg);
     EXPECT_TRUE(matched.empty());
 }
 
@@ -466,7 +477,9 @@ TYPED_TEST(match_comm, send_sequence_numbers_are_per_destination_and_dense)
         pool.emplace_back([&, t] {
             for (int i = 0; i < per_thread; ++i) {
                 std::uint32_t seq = 0;
-                ASSERT_EQ(c->next_send_seq(1, seq), status::ok);
+                bool ordered = false;
+                ASSERT_EQ(c->next_send_seq(1, seq, ordered), status::ok);
+                ASSERT_TRUE(ordered);
                 drawn[static_cast<std::size_t>(t)].push_back(seq);
             }
         });
@@ -484,8 +497,179 @@ TYPED_TEST(match_comm, send_sequence_numbers_are_per_destination_and_dense)
         ASSERT_EQ(all[i], i);
     }
     std::uint32_t seq = 99;
-    EXPECT_EQ(c->next_send_seq(2, seq), status::ok);
+    bool ordered = false;
+    EXPECT_EQ(c->next_send_seq(2, seq, ordered), status::ok);
     EXPECT_EQ(seq, 0U);
+}
+
+// ---------------------------------------------------------------- set_assertions
+
+constexpr unsigned k_no_wildcards = k_assert_no_any_source | k_assert_no_any_tag;
+
+TYPED_TEST(match_comm, asserting_no_wildcards_keeps_the_unexpected_messages)
+{
+    auto c = this->make();
+    msg_node m0, m1, m2;
+    EXPECT_TRUE(this->arrive(*c, m0, 1, 5, 0).empty());
+    EXPECT_TRUE(this->arrive(*c, m1, 2, 6, 0).empty());
+    ASSERT_EQ(c->set_assertions(k_no_wildcards), status::ok);
+    EXPECT_EQ(c->assertions(), k_no_wildcards);
+    recv_node w, r0, r1, r2;
+    envelope e;
+    EXPECT_EQ(c->post(w, k_any_source, 5), status::invalid_arg);
+    EXPECT_EQ(c->probe(1, k_any_tag, e), status::invalid_arg);
+    ASSERT_EQ(c->probe(2, 6, e), status::ok);
+    EXPECT_EQ(e.source, 2);
+    EXPECT_EQ(c->post(r1, 2, 6), status::ok);
+    EXPECT_EQ(r1.matched_msg(), &m1);
+    EXPECT_EQ(c->post(r0, 1, 5), status::ok);
+    EXPECT_EQ(r0.matched_msg(), &m0);
+    EXPECT_TRUE(this->arrive(*c, m2, 1, 5, 1).empty()); // unexpected in no-wild mode
+    ASSERT_EQ(c->set_assertions(0), status::ok);
+    EXPECT_EQ(c->post(w, k_any_source, k_any_tag), status::ok); // found by the rebuilt list
+    EXPECT_EQ(w.matched_msg(), &m2);
+    EXPECT_EQ(c->probe(k_any_source, k_any_tag, e), status::not_found);
+    EXPECT_EQ(c->post(r2, 1, 5), status::inprogress);
+    EXPECT_EQ(c->cancel(r2), status::ok);
+}
+
+TYPED_TEST(match_comm, no_wildcard_assertion_is_refused_while_a_wildcard_is_posted)
+{
+    auto c = this->make();
+    recv_node w;
+    EXPECT_EQ(c->post(w, k_any_source, 3), status::inprogress);
+    EXPECT_EQ(c->set_assertions(k_no_wildcards), status::busy);
+    EXPECT_EQ(c->assertions(), 0U);
+    msg_node m;
+    EXPECT_EQ(this->arrive(*c, m, 6, 3, 0), std::vector<msg_node *>{&m});
+    EXPECT_EQ(w.matched_msg(), &m);
+    EXPECT_EQ(c->set_assertions(k_no_wildcards), status::ok); // none posted any more
+}
+
+TYPED_TEST(match_comm, allowing_wildcards_again_keeps_each_senders_order)
+{
+    auto c = this->make(8, k_no_wildcards);
+    // Sender 1's messages over four tags, one sent unordered, and one of sender 2; all
+    // unexpected while no wildcard is allowed (no unexpected list is kept then).
+    msg_node m[4], u, other;
+    const std::int32_t tags[4] = {3, 1, 2, 1};
+    EXPECT_TRUE(this->arrive(*c, m[0], 1, tags[0], 0).empty());
+    EXPECT_TRUE(this->arrive_as(*c, u, envelope{1, 7, 0, 0, false}).empty());
+    EXPECT_TRUE(this->arrive(*c, other, 2, 9, 0).empty());
+    EXPECT_TRUE(this->arrive(*c, m[2], 1, tags[2], 2).empty()); // held: 1 is missing
+    EXPECT_TRUE(this->arrive(*c, m[1], 1, tags[1], 1).empty()); // 1 and 2 unexpected
+    EXPECT_TRUE(this->arrive(*c, m[3], 1, tags[3], 3).empty());
+    ASSERT_EQ(c->set_assertions(0), status::ok);
+    std::vector<msg_node *> got;
+    recv_node r[5];
+    for (auto &x : r) {
+        ASSERT_EQ(c->post(x, 1, k_any_tag), status::ok);
+        got.push_back(x.matched_msg());
+    }
+    got.erase(std::find(got.begin(), got.end(), &u)); // unordered: any place
+    EXPECT_EQ(got, (std::vector<msg_node *>{&m[0], &m[1], &m[2], &m[3]}));
+    recv_node any;
+    ASSERT_EQ(c->post(any, k_any_source, k_any_tag), status::ok);
+    EXPECT_EQ(any.matched_msg(), &other);
+}
+
+TYPED_TEST(match_comm, each_message_says_whether_it_may_overtake)
+{
+    auto c = this->make();
+    std::uint32_t seq = 0;
+    bool ordered = false;
+    ASSERT_EQ(c->next_send_seq(2, seq, ordered), status::ok);
+    EXPECT_TRUE(ordered);
+    EXPECT_EQ(seq, 0U);
+    ASSERT_EQ(c->set_assertions(k_assert_allow_overtaking), status::ok);
+    ASSERT_EQ(c->next_send_seq(2, seq, ordered), status::ok);
+    EXPECT_FALSE(ordered);
+    ASSERT_EQ(c->set_assertions(0), status::ok);
+    ASSERT_EQ(c->next_send_seq(2, seq, ordered), status::ok);
+    EXPECT_TRUE(ordered);
+    EXPECT_EQ(seq, 1U); // unordered sends draw no number
+    // The receiver follows each message, whatever its own assertions say.
+    msg_node early, unordered, first;
+    envelope e;
+    EXPECT_TRUE(this->arrive(*c, early, 4, 1, 1).empty()); // held for number 0
+    EXPECT_EQ(c->probe(4, 1, e), status::not_found);
+    EXPECT_TRUE(this->arrive_as(*c, unordered, envelope{4, 1, 0, 0, false}).empty());
+    ASSERT_EQ(c->probe(4, 1, e), status::ok);
+    EXPECT_FALSE(e.ordered);
+    EXPECT_TRUE(this->arrive(*c, first, 4, 1, 0).empty());
+    recv_node r[3];
+    for (auto &x : r) {
+        ASSERT_EQ(c->post(x, 4, 1), status::ok);
+    }
+    EXPECT_EQ(r[0].matched_msg(), &unordered);
+    EXPECT_EQ(r[1].matched_msg(), &first);
+    EXPECT_EQ(r[2].matched_msg(), &early);
+}
+
+// Posting and arriving threads while another thread keeps changing the assertions: every
+// message matches exactly one receive of its key, in send order (each sender delivers its
+// own messages in order, drawing numbers as the engine does).
+TYPED_TEST(match_comm, assertions_change_under_concurrent_traffic)
+{
+    auto c = this->make(4);
+    constexpr int senders = 2;
+    constexpr int tags = 3;
+    const int per_key = static_cast<int>(mpiv::test::iterations(20000, 20));
+    const std::size_t keys = senders * tags;
+    std::vector<std::vector<msg_node>> msgs(keys);
+    std::vector<std::vector<recv_node>> recvs(keys);
+    for (std::size_t k = 0; k < keys; ++k) {
+        msgs[k] = std::vector<msg_node>(static_cast<std::size_t>(per_key));
+        recvs[k] = std::vector<recv_node>(static_cast<std::size_t>(per_key));
+    }
+    std::atomic<bool> done{false};
+    std::vector<std::thread> pool;
+    for (int s = 0; s < senders; ++s) {
+        pool.emplace_back([&, s] {
+            for (int i = 0; i < per_key; ++i) {
+                for (int t = 0; t < tags; ++t) {
+                    std::uint32_t seq = 0;
+                    bool ordered = true;
+                    ASSERT_EQ(c->next_send_seq(s, seq, ordered), status::ok);
+                    auto &m = msgs[static_cast<std::size_t>(s * tags + t)][static_cast<std::size_t>(i)];
+                    match_list matched;
+                    ASSERT_EQ(c->arrive(m, envelope{s, t, seq, static_cast<std::size_t>(i), ordered},
+                                        matched),
+                              status::ok);
+                }
+            }
+        });
+    }
+    pool.emplace_back([&] { // the poster
+        for (int i = 0; i < per_key; ++i) {
+            for (std::size_t k = 0; k < keys; ++k) {
+                const status st = c->post(recvs[k][static_cast<std::size_t>(i)],
+                                          static_cast<std::int32_t>(k / tags),
+                                          static_cast<std::int32_t>(k % tags));
+                ASSERT_TRUE(st == status::ok || st == status::inprogress);
+            }
+        }
+    });
+    std::thread changer([&] {
+        const unsigned sets[] = {k_no_wildcards, k_assert_allow_overtaking, 0U, k_all_assertions,
+                                 k_assert_no_any_tag};
+        for (std::size_t n = 0; !done.load(std::memory_order_relaxed); ++n) {
+            ASSERT_EQ(c->set_assertions(sets[n % 5]), status::ok);
+            std::this_thread::yield();
+        }
+    });
+    for (auto &th : pool) {
+        th.join();
+    }
+    done.store(true, std::memory_order_relaxed);
+    changer.join();
+    for (std::size_t k = 0; k < keys; ++k) {
+        for (int i = 0; i < per_key; ++i) {
+            const recv_node &r = recvs[k][static_cast<std::size_t>(i)];
+            ASSERT_EQ(r.matched_msg(), &msgs[k][static_cast<std::size_t>(i)])
+                << "key " << k << " receive " << i;
+        }
+    }
 }
 
 } // namespace

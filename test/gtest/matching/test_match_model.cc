@@ -188,7 +188,7 @@ void run_sequential(unsigned assertions, unsigned seed, int ops)
                 const int id = n_msg++;
                 env[static_cast<std::size_t>(id)] =
                     envelope{s, k_tags[rng() % k_ntags], next_seq[static_cast<std::size_t>(s)]++,
-                             static_cast<std::size_t>(id)};
+                             static_cast<std::size_t>(id), ordered(assertions)};
                 w.push_back(id);
             }
             if (!w.empty()) {
@@ -270,7 +270,7 @@ struct traffic {
                 const auto tag_index = rng() % k_ntags;
                 const int id = static_cast<int>(env.size());
                 env.push_back(envelope{s, k_tags[tag_index], static_cast<std::uint32_t>(i),
-                                       static_cast<std::size_t>(id)});
+                                       static_cast<std::size_t>(id), !route_by_key});
                 by_key[key_t{s, k_tags[tag_index]}].push_back(id);
                 // Without sequence numbers only a single queue per key keeps key order.
                 const std::size_t q =

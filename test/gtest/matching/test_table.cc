@@ -35,14 +35,20 @@ tnode make(int id, std::uint16_t cid, std::int32_t source, std::int32_t tag)
     return n;
 }
 
-// insert_or_match, recording the partner in both nodes; @return the partner's id or -1.
+// The MPIv insert-or-match through queue_guard: if n's key holds the other side, take its
+// earliest node, recording the partner in both nodes; else append n. @return the partner's
+// id or -1.
 int insert(table &t, tnode &n, side s)
 {
-    mpiv::match::detail::link *p = t.insert_or_match(n, s, [&n](mpiv::match::detail::link &l) {
-        n.partner = static_cast<tnode *>(&l);
-        static_cast<tnode &>(l).partner = &n;
-    });
-    return p == nullptr ? -1 : static_cast<tnode *>(p)->id;
+    table::queue_guard q(t, mpiv::match::key{n.cid_, n.source_, n.tag_});
+    if (q.empty() || q.holds(s)) {
+        q.push_back(n, s);
+        return -1;
+    }
+    auto *p = static_cast<tnode *>(q.pop_front());
+    n.partner = p;
+    p->partner = &n;
+    return p->id;
 }
 
 std::unique_ptr<table> make_table(std::size_t buckets, bool serial = false)
