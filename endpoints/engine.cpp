@@ -678,14 +678,31 @@ int engine::drain_outbound() noexcept
     return events;
 }
 
+inline bool engine::valid_target(comm_state &comm, std::uint32_t peer, std::int32_t dest,
+                                 unsigned flags) noexcept
+{
+    return peer < params_.num_peers && peers_[peer].connected &&
+           (flags & ~MPIV_P2P_SEND_SYNC) == 0 && dest >= 0 &&
+           dest < comm.match([](auto &m) { return m.size(); });
+}
+
+inline void engine::fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,
+                              std::int32_t tag, std::size_t bytes, unsigned flags) noexcept
+{
+    w = wire{};
+    w.flags = (flags & MPIV_P2P_SEND_SYNC) != 0 ? k_wire_sync : 0;
+    w.cid = comm.cid;
+    w.from = params_.self;
+    w.source = self_rank;
+    w.tag = tag;
+    w.size = bytes;
+}
+
 inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
                                  std::int32_t dest, std::int32_t tag, std::size_t bytes,
                                  unsigned flags, void *user, send_op &op) noexcept
 {
-    if (peer >= params_.num_peers || !peers_[peer].connected || (flags & ~MPIV_P2P_SEND_SYNC) != 0) {
-        return false;
-    }
-    if (dest < 0 || dest >= comm.match([](auto &m) { return m.size(); })) {
+    if (!valid_target(comm, peer, dest, flags)) {
         return false;
     }
     op.type = op_type::send;
@@ -695,14 +712,45 @@ inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int3
     op.buf = nullptr;
     op.seq_comm = &comm;
     op.packet = nullptr;
-    wire &w = op.w;
-    w = wire{};
-    w.flags = (flags & MPIV_P2P_SEND_SYNC) != 0 ? k_wire_sync : 0;
-    w.cid = comm.cid;
-    w.from = params_.self;
-    w.source = self_rank;
-    w.tag = tag;
-    w.size = bytes;
+    fill_wire(op.w, comm, self_rank, tag, bytes, flags);
+    return true;
+}
+
+inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                                    std::int32_t dest, std::int32_t tag, const void *buf,
+                                    std::size_t bytes, send_op &op) noexcept
+{
+    // The common small send, without the op: the message goes straight into a queue
+    // slot. Anything else (a queued send to wait behind, no memory for the peer's
+    // sequence state) takes the general path, which has drawn no number yet.
+    std::uint32_t seq = 0;
+    bool ordered = true;
+    if (outbound_count_.load(std::memory_order_relaxed) != 0 ||
+        comm.match([&](auto &m) { return m.next_send_seq(dest, seq, ordered); }) != status::ok) {
+        return false;
+    }
+    wire w;
+    fill_wire(w, comm, self_rank, tag, bytes, 0);
+    w.kind = wire_kind::eager_inline;
+    w.flags = ordered ? 0 : k_wire_unordered;
+    w.seq = seq;
+    w.inline_bytes = static_cast<std::uint32_t>(bytes);
+    const std::size_t head = std::min(bytes, k_wire_inline);
+    if (bytes != 0) {
+        base::copy_small(w.u.data, buf, head);
+    }
+    if (!push(peer, w, static_cast<const unsigned char *>(buf) + head, bytes - head)) {
+        // A number but no slot: queue a copy that keeps the number.
+        op.type = op_type::send;
+        op.peer = peer;
+        op.dest = dest;
+        op.user = nullptr;
+        op.buf = buf;
+        op.seq_comm = nullptr;
+        op.packet = nullptr;
+        op.w = w;
+        post_outbound(nullptr, &op);
+    }
     return true;
 }
 
@@ -710,10 +758,15 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
                      std::int32_t dest, std::int32_t tag, const void *buf, std::size_t bytes,
                      unsigned flags, void *user, send_op &op, mpiv_p2p_status_t &st) noexcept
 {
-    if ((buf == nullptr && bytes != 0) ||
-        !prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op)) {
+    if ((buf == nullptr && bytes != 0) || !valid_target(comm, peer, dest, flags)) {
         return status::invalid_arg;
     }
+    if (flags == 0 && bytes <= inline_max_ &&
+        send_inline_now(comm, peer, self_rank, dest, tag, buf, bytes, op)) {
+        st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
+        return status::ok;
+    }
+    (void)prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op); // valid
     op.buf = buf;
     wire &w = op.w;
     if ((w.flags & k_wire_sync) == 0 && bytes <= inline_max_) {
@@ -970,11 +1023,15 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
     }
 }
 
-void engine::handle(const wire &w, const unsigned char *more, std::size_t more_bytes) noexcept
+void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
 {
-    switch (w.kind) {
+    wire_kind kind;
+    std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
+    switch (kind) {
     case wire_kind::ack:
     case wire_kind::fin: {
+        wire w;
+        std::memcpy(&w, msg, sizeof w);
         auto *op = reinterpret_cast<send_op *>(static_cast<std::uintptr_t>(w.u.ref.token));
         mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
         params_.complete(op->user, &st);
@@ -986,7 +1043,7 @@ void engine::handle(const wire &w, const unsigned char *more, std::size_t more_b
         break;
     default:
         base::log(base::log_level::error, "mpiv: unknown wire kind %u dropped",
-                  static_cast<unsigned>(w.kind));
+                  static_cast<unsigned>(kind));
         return;
     }
     inmsg *m = alloc_inmsg();
@@ -994,7 +1051,10 @@ void engine::handle(const wire &w, const unsigned char *more, std::size_t more_b
         base::log(base::log_level::error, "mpiv: out of memory receiving a message; aborting");
         std::abort();
     }
-    m->w = w;
+    std::memcpy(&m->w, msg, sizeof m->w); // straight from the drained copy
+    const wire &w = m->w;
+    const unsigned char *more = msg + sizeof w;
+    const std::size_t more_bytes = bytes - sizeof w;
     m->packet = nullptr;
     m->next_pending = nullptr;
     if (w.kind == wire_kind::eager_inline && w.inline_bytes > k_wire_inline) {
@@ -1101,9 +1161,7 @@ int engine::progress() noexcept
         }
         const auto on_message = [this](const void *payload, std::size_t bytes) {
             tsan_popped();
-            wire w;
-            std::memcpy(&w, payload, sizeof w);
-            handle(w, static_cast<const unsigned char *>(payload) + sizeof w, bytes - sizeof w);
+            handle(static_cast<const unsigned char *>(payload), bytes);
         };
         const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
                               : q.drain(on_message, k_drain_batch);

@@ -297,15 +297,25 @@ class engine {
                                      std::size_t more_bytes = 0) noexcept;
     void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
                       std::uint64_t bytes) noexcept;
-    void handle(const wire &w, const unsigned char *more, std::size_t more_bytes) noexcept;
+    /// One drained queue message: a wire header, then @p bytes - sizeof(wire) more.
+    void handle(const unsigned char *msg, std::size_t bytes) noexcept;
     [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
     void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
     int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                     std::size_t n) noexcept;
+    [[gnu::always_inline]] bool valid_target(comm_state &comm, std::uint32_t peer,
+                                             std::int32_t dest, unsigned flags) noexcept;
+    [[gnu::always_inline]] void fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,
+                                          std::int32_t tag, std::size_t bytes,
+                                          unsigned flags) noexcept;
     [[gnu::always_inline]] bool prepare_send(comm_state &comm, std::uint32_t peer,
                                              std::int32_t self_rank, std::int32_t dest,
                                              std::int32_t tag, std::size_t bytes,
                                              unsigned flags, void *user, send_op &op) noexcept;
+    [[gnu::always_inline]] bool send_inline_now(comm_state &comm, std::uint32_t peer,
+                                                std::int32_t self_rank, std::int32_t dest,
+                                                std::int32_t tag, const void *buf,
+                                                std::size_t bytes, send_op &op) noexcept;
     [[gnu::always_inline]] status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
     [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
