@@ -72,10 +72,18 @@ struct apsm_op {
 
 /* MPIV_APSM_POLL; see mpiv_apsm.h. */
 enum apsm_poll {
-    APSM_POLL_AUTO,  /* sleep if the progress thread shares the process's only PU, else yield */
+    APSM_POLL_AUTO,  /* sleep if the progress thread shares the process's only PU with waits
+                        that spin (MPIV_APSM_WAIT=library), else yield */
     APSM_POLL_SPIN,  /* poll again at once */
     APSM_POLL_YIELD, /* sched_yield, then poll again */
     APSM_POLL_SLEEP  /* sleep poll_sleep_ns, then poll again */
+};
+
+/* MPIV_APSM_WAIT; see apsm_wait.c. */
+enum apsm_wait {
+    APSM_WAIT_AUTO,   /* yielding waits if the progress thread shares the process's only PU */
+    APSM_WAIT_YIELD,  /* yielding waits while operations are queued */
+    APSM_WAIT_LIBRARY /* the library's own waits */
 };
 
 /* Process-wide state. Fields are grouped by the thread that writes them. */
@@ -88,8 +96,12 @@ struct apsm_state {
     bool verbose;
     enum apsm_poll poll;    /* what the progress thread does after a poll that found nothing */
     long poll_sleep_ns;     /* APSM_POLL_SLEEP: length of the pause */
+    enum apsm_wait wait;    /* MPIV_APSM_WAIT as given */
     MPI_Count eager_limit;  /* 0: queue every message */
     pthread_t thread;
+    /* Written once by the progress thread when it starts (the resolved MPIV_APSM_WAIT; read
+     * relaxed by waits, a hint: see apsm_wait.c). */
+    atomic_bool yield_waits;
 
     /* Incoming stack: pushed by application threads, emptied by the progress thread. */
     _Alignas(APSM_FALSE_SHARING) _Atomic(struct apsm_op *) head;
@@ -101,10 +113,11 @@ struct apsm_state {
     pthread_mutex_t lock;
     pthread_cond_t cond;
 
-    /* Counters (relaxed; see mpiv_apsm_counters_t). queued and released are written by any
-     * thread, completed and cancelled by the progress thread only. */
+    /* Counters (relaxed; see mpiv_apsm_counters_t). queued, released and yielding_waits are
+     * written by any thread, completed and cancelled by the progress thread only. */
     _Alignas(APSM_FALSE_SHARING) atomic_uint_fast64_t queued;
     atomic_uint_fast64_t released;
+    atomic_uint_fast64_t yielding_waits;
     _Alignas(APSM_FALSE_SHARING) atomic_uint_fast64_t completed;
     atomic_uint_fast64_t cancelled;
 };

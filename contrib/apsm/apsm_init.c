@@ -217,6 +217,19 @@ static bool apsm_parse_poll(const char *text)
     return false;
 }
 
+/* Parse MPIV_APSM_WAIT into apsm_g.wait; false (unchanged) if malformed. */
+static bool apsm_parse_wait(const char *text)
+{
+    static const char *const names[] = {"auto", "yield", "library"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        if (0 == strcmp(text, names[i])) {
+            apsm_g.wait = (enum apsm_wait) i;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void apsm_configure(void)
 {
     const char *source = "MPIV_APSM_EAGER_LIMIT";
@@ -236,6 +249,11 @@ static void apsm_configure(void)
         apsm_error("MPIV_APSM_POLL='%s' is not auto, spin, yield, sleep or sleep:<us>: using "
                    "auto",
                    poll);
+    }
+    const char *wait = getenv("MPIV_APSM_WAIT");
+    apsm_g.wait = APSM_WAIT_AUTO;
+    if (NULL != wait && !apsm_parse_wait(wait)) {
+        apsm_error("MPIV_APSM_WAIT='%s' is not auto, yield or library: using auto", wait);
     }
     apsm_info("eager limit %lld bytes (%s)", (long long) apsm_g.eager_limit, source);
 }
@@ -361,6 +379,7 @@ MPIV_API mpiv_status_t mpiv_apsm_counters_get(mpiv_apsm_counters_t *counters_p)
         .completed = atomic_load_explicit(&apsm_g.completed, memory_order_relaxed),
         .cancelled = atomic_load_explicit(&apsm_g.cancelled, memory_order_relaxed),
         .released = atomic_load_explicit(&apsm_g.released, memory_order_relaxed),
+        .yielding_waits = atomic_load_explicit(&apsm_g.yielding_waits, memory_order_relaxed),
         .eager_limit = on ? (uint64_t) apsm_g.eager_limit : 0,
         .progress_thread = on,
     };

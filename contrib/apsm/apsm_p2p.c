@@ -14,12 +14,8 @@
  * MPI_Ibsend follows the same rule; its real request completes as soon as the data sits in the
  * attached buffer, so the progress thread completes it on its next poll (the transfer out of
  * the attached buffer is the library's internal business and APSM cannot see it).
- *
- * The MPICH build also intercepts MPI_Waitall, to steer around an MPICH assertion (below).
  */
 #include "apsm.h"
-
-#include <stdlib.h>
 
 /* Should a successfully started message of count elements of type be queued? */
 static bool apsm_wants(int count, MPI_Datatype type, int peer)
@@ -92,60 +88,3 @@ MPIV_API int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, 
     int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
     return apsm_wrap(rc, "MPI_Irecv", count, datatype, source, request);
 }
-
-#if defined(MPICH_VERSION)
-/*
- * MPICH 4.0.2 aborts in MPI_Waitall ("Assertion failed in src/mpi/request/request_impl.c:
- * request_ptrs[i]->kind != MPIR_REQUEST_KIND__GREQUEST") when the array holds MPI_REQUEST_NULL
- * and a classic generalized request that is not complete yet: on that path it expects such
- * requests to be finished before it waits. Waiting on the non-null entries only takes its
- * other path, which polls them like any request; the null entries get the empty status.
- */
-MPIV_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
-{
-    enum { ON_STACK = 64 };
-    MPI_Request stack_reqs[ON_STACK];
-    MPI_Status stack_sts[ON_STACK];
-    int live = 0;
-    for (int i = 0; i < count; ++i) {
-        live += MPI_REQUEST_NULL != requests[i];
-    }
-    if (!apsm_on() || live == count || 0 == live) {
-        return PMPI_Waitall(count, requests, statuses);
-    }
-    MPI_Request *reqs = stack_reqs;
-    MPI_Status *sts = stack_sts;
-    if (live > ON_STACK) {
-        reqs = malloc((size_t) live * sizeof *reqs);
-        sts = malloc((size_t) live * sizeof *sts);
-        if (NULL == reqs || NULL == sts) {
-            free(reqs);
-            free(sts);
-            apsm_error("MPI_Waitall: no memory to set %d null requests aside", count - live);
-            return MPI_ERR_NO_MEM;
-        }
-    }
-    for (int i = 0, k = 0; i < count; ++i) {
-        if (MPI_REQUEST_NULL != requests[i]) {
-            reqs[k++] = requests[i];
-        }
-    }
-    int rc = PMPI_Waitall(live, reqs, MPI_STATUSES_IGNORE == statuses ? MPI_STATUSES_IGNORE : sts);
-    for (int i = 0, k = 0; i < count; ++i) {
-        if (MPI_REQUEST_NULL != requests[i]) {
-            requests[i] = reqs[k];
-            if (MPI_STATUSES_IGNORE != statuses) {
-                statuses[i] = sts[k];
-            }
-            ++k;
-        } else if (MPI_STATUSES_IGNORE != statuses) {
-            apsm_status_empty(&statuses[i], MPI_SUCCESS, 0);
-        }
-    }
-    if (reqs != stack_reqs) {
-        free(reqs);
-        free(sts);
-    }
-    return rc;
-}
-#endif

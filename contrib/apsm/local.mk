@@ -9,6 +9,7 @@
 	%reldir%/apsm_init.c \
 	%reldir%/apsm_progress.c \
 	%reldir%/apsm_p2p.c \
+	%reldir%/apsm_wait.c \
 	%reldir%/apsm_io.c \
 	%reldir%/apsm_pin.c
 %canon_reldir%_headers = %reldir%/apsm.h %reldir%/mpiv_apsm.h

@@ -20,9 +20,14 @@
  *                          of the process binding, else no binding of its own.
  *   MPIV_APSM_POLL         what the progress thread does after a poll that completed nothing:
  *                          "spin" (poll again), "yield" (sched_yield), "sleep" or "sleep:<us>"
- *                          (pause 20 or <us> microseconds). Default "auto": sleep when the thread
- *                          shares the process's only PU with the application (spinning there
- *                          would hold the PU the application needs), yield otherwise.
+ *                          (pause 20 or <us> microseconds). Default "auto": yield, or sleep when
+ *                          the thread shares the process's only PU with waits that spin
+ *                          (MPIV_APSM_WAIT=library): a yield would hand the PU to the spinner.
+ *   MPIV_APSM_WAIT         how MPI_Wait, Waitall, Waitany and Waitsome wait while operations are
+ *                          queued: "yield" (the matching test call, then sched_yield, until it
+ *                          reports completion: the PU goes to the progress thread), "library"
+ *                          (the library's own wait) or "auto" (default): yield when the
+ *                          progress thread shares the process's only PU.
  *   MPIV_APSM_VERBOSE      1: one line per process on stderr saying how APSM is set up.
  *   MPIV_APSM_DISABLE      1: intercept nothing (plain MPI behaviour, for comparisons).
  */
@@ -43,6 +48,7 @@ typedef struct mpiv_apsm_counters {
     uint64_t completed;  /**< of which completed (each generalized request exactly once) */
     uint64_t cancelled;  /**< of which completed as cancelled */
     uint64_t released;   /**< operation records freed; queued - released are still alive */
+    uint64_t yielding_waits; /**< MPI_Wait* calls made of tests and sched_yield (MPIV_APSM_WAIT) */
     uint64_t eager_limit; /**< bytes; messages up to this size bypass the queue (0: none) */
     int progress_thread; /**< 1 while the progress thread runs (between init and finalize) */
 } mpiv_apsm_counters_t;

@@ -75,6 +75,15 @@ expect_line apsm-eager0-pinned "rank 0: progress thread bound to PU $last_pu\$"
 expect_line apsm-eager0-pinned "rank 1: progress thread bound to PU $first_pu\$"
 check apsm-init-spin apsm single LD_PRELOAD="$library" MPIV_APSM_POLL=spin
 check disabled disabled multiple LD_PRELOAD="$library" MPIV_APSM_DISABLE=1
+# Both ways of waiting, whatever the binding gives: test-then-yield and the library's own.
+check apsm-yield-waits apsm multiple LD_PRELOAD="$library" MPIV_APSM_WAIT=yield \
+    MPIV_APSM_VERBOSE=1
+expect_line apsm-yield-waits "progress thread started: poll=yield, waits=yield"
+check apsm-library-waits apsm multiple LD_PRELOAD="$library" MPIV_APSM_WAIT=library \
+    MPIV_APSM_POLL=sleep:5 MPIV_APSM_VERBOSE=1
+expect_line apsm-library-waits "progress thread started: poll=sleep, waits=library"
+check apsm-bad-wait apsm multiple LD_PRELOAD="$library" MPIV_APSM_WAIT=sometimes
+expect_line apsm-bad-wait "MPIV_APSM_WAIT='sometimes' is not auto, yield or library: using auto"
 if [ "$impl" = ompi ]; then
     pml="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
     check ucx-apsm apsm multiple LD_PRELOAD="$library"

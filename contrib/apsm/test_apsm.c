@@ -14,6 +14,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -726,6 +727,17 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Recv(buf, BIG, MPI_INT, 0, 77, MPI_COMM_WORLD, &st));
         check_status(&st, 0, 77, BIG, __LINE__);
         verify(buf, BIG, 77, __LINE__);
+    }
+    /* MPIV_APSM_WAIT=yield: some wait found operations queued and tested and yielded;
+     * library: none did. */
+    const char *wait = getenv("MPIV_APSM_WAIT");
+    mpiv_apsm_counters_t w = counters();
+    const bool yield = NULL != wait && 0 == strcmp(wait, "yield");
+    if (EXPECT_APSM == expect && (yield || (NULL != wait && 0 == strcmp(wait, "library"))) &&
+        yield != (w.yielding_waits > 0)) {
+        fprintf(stderr, "test-apsm: rank %d: %llu yielding waits with MPIV_APSM_WAIT=%s\n", rank,
+                (unsigned long long) w.yielding_waits, wait);
+        return 1;
     }
     MPI_CHECK(MPI_Finalize());
     mpiv_apsm_counters_t c = counters();
