@@ -110,8 +110,6 @@ class table {
     /// Number of buckets (a power of two).
     std::size_t bucket_count() const noexcept { return mask_ + 1; }
 
-    /// Locked access to one key's FIFO: construction locks the key's bucket and finds the
-    /// key, destruction unlocks. Keep it short: other keys of the bucket wait meanwhile.
     /// Every bucket lock held at once (construction locks them in bucket order,
     /// destruction unlocks): for a rare change that no keyed access may overlap
     /// (basic_comm::set_assertions). O(bucket count); none is taken in a serial table.
@@ -164,6 +162,8 @@ class table {
         }
     }
 
+    /// Locked access to one key's FIFO: construction locks the key's bucket and finds the
+    /// key, destruction unlocks. Keep it short: other keys of the bucket wait meanwhile.
     class queue_guard {
       public:
         /// Lock @p k's bucket of @p t. @context thread-safe; spins, then yields.

@@ -573,6 +573,27 @@ TYPED_TEST(match_comm, allowing_wildcards_again_keeps_each_senders_order)
     EXPECT_EQ(any.matched_msg(), &other);
 }
 
+TYPED_TEST(match_comm, allowing_wildcards_again_finds_chained_queues)
+{
+    // One bucket: the fourth key on is chained through the overflow links.
+    using comm_type = typename TestFixture::comm_type;
+    std::unique_ptr<mpiv::match::table> one;
+    ASSERT_EQ(mpiv::match::table::create(1, one), status::ok);
+    std::unique_ptr<comm_type> c;
+    ASSERT_EQ(comm_type::create(*one, {3, 4, k_no_wildcards}, c), status::ok);
+    constexpr int n = 8;
+    msg_node m[n];
+    for (int i = 0; i < n; ++i) { // tags 7, 6, ..., 0: each message its own key
+        EXPECT_TRUE(this->arrive(*c, m[i], 2, n - 1 - i, static_cast<std::uint32_t>(i)).empty());
+    }
+    ASSERT_EQ(c->set_assertions(0), status::ok);
+    for (int i = 0; i < n; ++i) {
+        recv_node r;
+        ASSERT_EQ(c->post(r, k_any_source, k_any_tag), status::ok) << i;
+        EXPECT_EQ(r.matched_msg(), &m[i]) << i;
+    }
+}
+
 TYPED_TEST(match_comm, each_message_says_whether_it_may_overtake)
 {
     auto c = this->make();
