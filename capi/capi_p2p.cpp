@@ -157,6 +157,24 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend_gather(mpiv_p2p_t *engine, mpiv
                                           flags, user, *s, *status_p));
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend_streamed(mpiv_p2p_t *engine,
+                                                          mpiv_p2p_comm_t *comm, uint32_t peer,
+                                                          int32_t self_rank, int32_t dest,
+                                                          int32_t tag, const void *buf,
+                                                          size_t bytes, const size_t *ready,
+                                                          unsigned flags, void *user,
+                                                          mpiv_p2p_op_t *op,
+                                                          mpiv_p2p_status_t *status_p)
+{
+    if (engine == nullptr || comm == nullptr || ready == nullptr || op == nullptr ||
+        status_p == nullptr) {
+        return null_arg(__func__, "engine/comm/ready/op/status_p");
+    }
+    auto *s = new (op->bytes) ep::send_op;
+    return to_c(eng(engine)->isend_streamed(*cm(comm), peer, self_rank, dest, tag, buf, bytes,
+                                            ready, flags, user, *s, *status_p));
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                                  int32_t source, int32_t tag, void *buf,
                                                  size_t bytes, void *user, mpiv_p2p_op_t *op,

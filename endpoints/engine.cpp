@@ -813,6 +813,26 @@ status engine::isend_gather(comm_state &comm, std::uint32_t peer, std::int32_t s
     return launch(op, st);
 }
 
+status engine::isend_streamed(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                              std::int32_t dest, std::int32_t tag, const void *buf,
+                              std::size_t bytes, const std::size_t *ready, unsigned flags,
+                              void *user, send_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    static_assert(sizeof(std::size_t) == sizeof(std::uint64_t), "the receiver reads 8 bytes");
+    if ((buf == nullptr && bytes != 0) ||
+        !prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op)) {
+        return status::invalid_arg;
+    }
+    op.buf = buf;
+    wire &w = op.w;
+    w.kind = wire_kind::rts;
+    w.flags |= k_wire_streamed;
+    w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);
+    w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
+    w.u.ref.spare = reinterpret_cast<std::uintptr_t>(ready);
+    return launch(op, st);
+}
+
 inline status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
 {
     const wire &w = op.w;
@@ -874,9 +894,68 @@ void cut_at(std::vector<struct iovec> &list, std::size_t n) noexcept
 }
 } // namespace
 
+int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire &w,
+                          std::size_t n) noexcept
+{
+    // The sender writes its bytes in order and publishes how many are there: read each
+    // part once it is, and return only once the sender is done with its buffer (it may
+    // free it when the FIN that follows completes the send), even when n < w.size.
+    const pid_t pid = peers_[from].pid;
+    const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
+    std::unique_ptr<unsigned char[]> bounce;
+    if (to.sink != nullptr && n != 0) {
+        bounce.reset(new (std::nothrow) unsigned char[piece]);
+        if (bounce == nullptr) {
+            base::log(base::log_level::error, "mpiv: no memory for a %zu-byte receive piece",
+                      piece);
+            return MPIV_ERR_NOMEM;
+        }
+    }
+    const auto *src = reinterpret_cast<const unsigned char *>(w.u.ref.where);
+    std::size_t ready = 0; // bytes the sender has written, as last read
+    std::size_t done = 0;  // bytes delivered
+    base::backoff wait;
+    for (;;) {
+        while (done < std::min(ready, n)) { // what is there, a piece at a time for a sink
+            const std::size_t len =
+                std::min(std::min(ready, n) - done, to.sink != nullptr ? piece : n);
+            void *dest = to.sink != nullptr ? static_cast<void *>(bounce.get())
+                                            : static_cast<char *>(to.buf) + done;
+            if (shm::cma_read(pid, dest, reinterpret_cast<std::uintptr_t>(src + done), len) !=
+                status::ok) {
+                return MPIV_ERR_SYSTEM;
+            }
+            if (to.sink != nullptr) {
+                to.sink(to.ctx, done, bounce.get(), len);
+            }
+            done += len;
+        }
+        if (done == n && ready == w.size) {
+            return MPIV_OK;
+        }
+        std::uint64_t count = 0;
+        if (shm::cma_read(pid, &count, w.u.ref.spare, sizeof count) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        // sync: acquire; pairs with the sender's release store of the count: the bytes it
+        // covers are read after it (by the next cma_read, on this thread).
+        std::atomic_thread_fence(std::memory_order_acquire);
+        const std::size_t seen = std::min<std::size_t>(count, w.size); // a faulty count
+        if (seen > ready) {
+            ready = seen;
+            wait.reset();
+        } else {
+            wait.pause();
+        }
+    }
+}
+
 int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                         std::size_t n) noexcept
 {
+    if ((w.flags & k_wire_streamed) != 0) {
+        return read_streamed(from, to, w, n);
+    }
     const pid_t pid = peers_[from].pid;
     // The sender's bytes: one range, or (k_wire_gather) its list of ranges, fetched from
     // the sender and cut at n bytes.
@@ -970,7 +1049,16 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
         }
         break;
     case wire_kind::rts:
-        if (n != 0) {
+        if (w.from == params_.self && (w.flags & k_wire_streamed) != 0) {
+            // This process's own send: wait until it has written everything.
+            const auto *written = reinterpret_cast<const std::size_t *>(w.u.ref.spare);
+            base::backoff wait;
+            // sync: acquire; pairs with the writer's release store of the count.
+            while (__atomic_load_n(written, __ATOMIC_ACQUIRE) < w.size) {
+                wait.pause();
+            }
+        }
+        if (n != 0 || (w.flags & k_wire_streamed) != 0) {
             if (w.from != params_.self) {
                 const int read = read_remote(w.from, to, w, n);
                 error = read != MPIV_OK ? read : error;

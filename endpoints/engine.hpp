@@ -76,6 +76,9 @@ constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the
 constexpr std::uint8_t k_wire_gather = 2;
 // sent while the communicator allowed overtaking: no sequence number, matched as it comes
 constexpr std::uint8_t k_wire_unordered = 4;
+// rts: the sender is still writing the bytes; u.ref.spare is the address of its count of
+// bytes written (mpiv_p2p_isend_streamed)
+constexpr std::uint8_t k_wire_streamed = 8;
 
 /// The payload of one queue slot.
 struct wire {
@@ -240,6 +243,13 @@ class engine {
                                       std::int32_t self_rank, std::int32_t dest, std::int32_t tag,
                                       const struct iovec *iov, std::size_t iovcnt, unsigned flags,
                                       void *user, send_op &op, mpiv_p2p_status_t &st) noexcept;
+    /// A rendezvous send of bytes the caller is still writing into @p buf: *ready says how
+    /// many are there (see mpiv_p2p_isend_streamed).
+    [[nodiscard]] status isend_streamed(comm_state &comm, std::uint32_t peer,
+                                        std::int32_t self_rank, std::int32_t dest,
+                                        std::int32_t tag, const void *buf, std::size_t bytes,
+                                        const std::size_t *ready, unsigned flags, void *user,
+                                        send_op &op, mpiv_p2p_status_t &st) noexcept;
     [[nodiscard]] status irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
                                const recv_target &to, void *user, recv_op &op,
                                mpiv_p2p_status_t &st) noexcept;
@@ -303,6 +313,8 @@ class engine {
     void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
     int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                     std::size_t n) noexcept;
+    int read_streamed(std::uint32_t from, const recv_target &to, const wire &w,
+                      std::size_t n) noexcept;
     [[gnu::always_inline]] bool valid_target(comm_state &comm, std::uint32_t peer,
                                              std::int32_t dest, unsigned flags) noexcept;
     [[gnu::always_inline]] void fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,

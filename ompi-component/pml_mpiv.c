@@ -14,7 +14,9 @@
  * layout has ranges of MPIV_GATHER_MIN_RANGE bytes or more on average hands the engine
  * its list of ranges (opal_convertor_raw; mpiv_p2p_isend_gather): the receiver reads them
  * straight from this process, with no packing. Other sends are packed into a temporary
- * buffer at start. Receives are unpacked piece by piece as the engine delivers the bytes
+ * buffer at start; above the eager limit part by part (MPIV_PACK_PART bytes) after the
+ * rendezvous is sent (mpiv_p2p_isend_streamed), the receiver reading each part as soon as
+ * it is packed. Receives are unpacked piece by piece as the engine delivers the bytes
  * (mpiv_p2p_irecv_sink: a rendezvous message is read and unpacked 64 KiB at a time, with
  * no buffer the size of the message).
  *
@@ -646,6 +648,41 @@ static struct iovec *gather_list(mca_pml_mpiv_request_t *req, size_t bytes, size
     return list;
 }
 
+/* Bytes packed between two publications of a streamed send's progress. */
+#define MPIV_PACK_PART (256 * 1024)
+
+/* Pack a streamed send into req->pack_buf part by part, publishing the count after each. */
+static void pack_streamed(mca_pml_mpiv_request_t *req, size_t bytes)
+{
+    opal_convertor_t conv;
+    size_t done = 0;
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &req->datatype->super,
+                                             req->count, req->buf, 0, &conv);
+    while (done < bytes) {
+        struct iovec iov = {(char *) req->pack_buf + done, bytes - done};
+        uint32_t iov_count = 1;
+        size_t got;
+        if (iov.iov_len > MPIV_PACK_PART) {
+            iov.iov_len = MPIV_PACK_PART;
+        }
+        got = iov.iov_len;
+        opal_convertor_pack(&conv, &iov, &iov_count, &got);
+        if (0 == got) { /* cannot happen for a committed type; never leave the reader waiting */
+            opal_output(0, "pml mpiv: packing a send stopped at %zu of %zu bytes", done, bytes);
+            done = bytes;
+        } else {
+            done += got;
+        }
+        /* sync: release; pairs with the receiver's acquire fence after it reads the count
+         * (engine.cpp, read_streamed): the bytes counted are there. The last store lets the
+         * receiver finish, and the request complete and free pack_buf: nothing touches
+         * them after it. */
+        __atomic_store_n(&req->packed, done, __ATOMIC_RELEASE);
+    }
+    OBJ_DESTRUCT(&conv);
+}
+
 static int send_start(mca_pml_mpiv_request_t *req)
 {
     mpiv_p2p_status_t st;
@@ -674,6 +711,17 @@ static int send_start(mca_pml_mpiv_request_t *req)
         req->pack_buf = malloc(bytes);
         if (NULL == req->pack_buf) {
             return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        if (bytes > (size_t) mca_pml_mpiv.eager_limit) {
+            req->packed = 0;
+            rc = mpiv_p2p_isend_streamed(mca_pml_mpiv.engine, engine_comm(req->comm), peer,
+                                         req->comm->c_my_rank, req->peer, req->tag,
+                                         req->pack_buf, bytes, &req->packed, flags, req,
+                                         &req->op, &st);
+            if (MPIV_INPROGRESS == rc) {
+                pack_streamed(req, bytes);
+            }
+            return started(req, rc, &st);
         }
         pack_into(req->datatype, req->count, req->buf, req->pack_buf, bytes);
         start = req->pack_buf;

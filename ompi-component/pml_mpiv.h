@@ -83,10 +83,12 @@ typedef struct mca_pml_mpiv_request {
     int peer;                       /* destination or source rank */
     int tag;
     mca_pml_base_send_mode_t mode;
-    /* non-contiguous data: sends are packed into pack_buf at start, receives unpacked
+    /* non-contiguous data: sends are packed into pack_buf at start (large ones part by
+     * part while the receiver reads, `packed` counting the bytes there), receives unpacked
      * piece by piece as they arrive (unpacker, the sink's context) */
     void *pack_buf;
     size_t pack_size;
+    size_t packed; /* read by the receiving process (process_vm_readv) */
     bool pack_bsend;                /* pack_buf came from the bsend buffer */
     struct opal_convertor_t *unpacker;
     struct iovec *gather;           /* a large send's raw ranges, read by the receiver */

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Smoke test of the driver bench/compare (make check): a tiny comparison of ob1 (and MPICH
 # when given) must write the CSV files and print the Markdown table with one row per thread
-# count, alternate the implementations, give overlap one section per variant, report a run
+# count, alternate the implementations (in an order that rotates), give overlap one section per variant, report a run
 # that overruns its timeout as stopped without leaving processes behind, and skip an
 # implementation that is not installed. With MPIV_BUILDDIR (the top build directory) holding
 # mca_pml_mpiv.so it also runs the mpiv rows (mpiv-inline, mpiv-server) from the build tree,
@@ -59,10 +59,19 @@ rows=$(grep -cE "^\| [12] \| [0-9.]+[kMG]? \([0-9.]+[kMG]?–[0-9.]+[kMG]?\) \|"
 if [ "$impls" = ob1,mpich ]; then
     grep -q "| mpich/ob1 |" "$tmp/a.md" || fail "the table has no mpich/ob1 ratio column"
 fi
-# Runs of one data point alternate implementations: no implementation twice in a row.
-awk -F, 'NR > 1 { key = $4 "," $5; if (key == last && $3 == prev) bad = 1; last = key; prev = $3 }
-         END { exit bad }' "$tmp/a/runs.csv" ||
-    fail "runs.csv shows an implementation run twice in a row for one data point"
+# Runs of one data point alternate implementations: each repetition runs each one once, and
+# with several the repetitions start with different ones (the order rotates).
+awk -F, 'NR > 1 { key = $4 "," $5; rep = key "," $2
+                  if (seen[rep "," $3]++) bad = 1
+                  if (!(key "," $3 in impl)) { impl[key "," $3] = 1; impls[key]++ }
+                  if (!(rep in first)) { first[rep] = $3; reps[key]++; nth[key "," reps[key]] = $2 } }
+         END { for (key in reps)
+                   for (i = 2; i <= reps[key]; ++i)
+                       if (impls[key] > 1 &&
+                           first[key "," nth[key "," i]] == first[key "," nth[key "," i - 1]])
+                           bad = 1
+               exit bad }' "$tmp/a/runs.csv" ||
+    fail "runs.csv: an implementation ran twice in one repetition, or two repetitions of one data point started with the same implementation"
 
 # 2. overlap, whose points differ by mode and work time: one table section per variant, and
 # the +apsm variants (ob1, and MPICH when given) when libmpiv-apsm is in the build tree.

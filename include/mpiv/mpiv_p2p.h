@@ -175,6 +175,19 @@ MPIV_API mpiv_status_t mpiv_p2p_isend_gather(mpiv_p2p_t *engine, mpiv_p2p_comm_t
                                              unsigned flags, void *user, mpiv_p2p_op_t *op,
                                              mpiv_p2p_status_t *status_p);
 
+/** As mpiv_p2p_isend, for @p bytes that the caller is still writing into @p buf, in order:
+ *  after each part it stores the number written so far in @p *ready (an atomic store with
+ *  release order, e.g. __atomic_store_n(ready, n, __ATOMIC_RELEASE)), and it must reach
+ *  @p bytes. The receiver reads each part as soon as *ready covers it (a rendezvous that
+ *  overlaps the writing, e.g. the packing of a non-contiguous send, with the transfer) and
+ *  reports completion only after *ready reached @p bytes, even when it takes fewer bytes.
+ *  Always MPIV_INPROGRESS on success. @p buf and @p ready stay valid until completion. */
+MPIV_API mpiv_status_t mpiv_p2p_isend_streamed(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
+                                               uint32_t peer, int32_t self_rank, int32_t dest,
+                                               int32_t tag, const void *buf, size_t bytes,
+                                               const size_t *ready, unsigned flags, void *user,
+                                               mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
+
 /** Post a receive into @p buf (capacity @p bytes) from @p source (or -1: any) with @p tag
  *  (or -1: any tag >= 0). Returns as mpiv_p2p_isend; a truncated message completes with
  *  error MPIV_ERR_TRUNCATE. */

@@ -633,6 +633,35 @@ TEST_F(engine_test, sink_receives_pieces_in_order)
 // A gather send: the receiver reads the sender's ranges in order, into a buffer or a sink
 // (pieces cut across range boundaries), cut at its capacity; to another engine and to
 // itself; zero-length ranges are skipped.
+// Where a receive of capacity @p cap goes: @p dst, or (to_sink) the sink that logs into @p got.
+ep::recv_target target(bool to_sink, std::vector<unsigned char> &dst, std::size_t cap,
+                       sink_log &got)
+{
+    return to_sink ? ep::recv_target{nullptr, cap, &sink_log::take, &got}
+                   : ep::recv_target{dst.data(), cap, nullptr, nullptr};
+}
+
+// The checks of a receive of @p total bytes of @p expected with capacity @p cap, made into
+// @p dst or (to_sink) @p got.
+void expect_received(const mpiv_p2p_status_t &rs, std::size_t cap, std::size_t total,
+                     bool to_sink, const sink_log &got, const std::vector<unsigned char> &dst,
+                     const std::vector<unsigned char> &expected)
+{
+    EXPECT_EQ(rs.bytes, cap);
+    EXPECT_EQ(rs.sent, total);
+    EXPECT_EQ(rs.error, cap < total ? MPIV_ERR_TRUNCATE : MPIV_OK);
+    const unsigned char *bytes = to_sink ? got.bytes.data() : dst.data();
+    if (to_sink) {
+        ASSERT_EQ(got.bytes.size(), cap);
+        EXPECT_TRUE(got.in_order);
+    } else {
+        EXPECT_TRUE(guard_intact(dst, cap)) << "wrote past the capacity";
+    }
+    EXPECT_TRUE(std::equal(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(cap),
+                           bytes))
+        << "content";
+}
+
 TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
 {
     start();
@@ -664,29 +693,15 @@ TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
                 std::vector<unsigned char> dst(cap + 16, k_guard);
                 sink_log got;
                 rop r;
-                const ep::recv_target t = to_sink ? ep::recv_target{nullptr, cap, &sink_log::take, &got}
-                                                  : ep::recv_target{dst.data(), cap, nullptr, nullptr};
-                r.rc = eng(pr[1]).irecv(comm(pr[1]), pr[0], 11, t, &r.rec, r.op, r.st);
+                r.rc = eng(pr[1]).irecv(comm(pr[1]), pr[0], 11, target(to_sink, dst, cap, got),
+                                        &r.rec, r.op, r.st);
                 ASSERT_EQ(r.rc, status::inprogress);
                 sop s;
                 s.rc = eng(pr[0]).isend_gather(comm(pr[0]), static_cast<std::uint32_t>(pr[1]),
                                                pr[0], pr[1], 11, iov.data(), iov.size(), 0,
                                                &s.rec, s.op, s.st);
                 ASSERT_EQ(s.rc, status::inprogress) << "always a rendezvous";
-                const mpiv_p2p_status_t rs = finish(r);
-                EXPECT_EQ(rs.bytes, cap);
-                EXPECT_EQ(rs.sent, total);
-                EXPECT_EQ(rs.error, cap < total ? MPIV_ERR_TRUNCATE : MPIV_OK);
-                const unsigned char *bytes = to_sink ? got.bytes.data() : dst.data();
-                if (to_sink) {
-                    ASSERT_EQ(got.bytes.size(), cap);
-                    EXPECT_TRUE(got.in_order);
-                } else {
-                    EXPECT_TRUE(guard_intact(dst, cap)) << "wrote past the capacity";
-                }
-                EXPECT_TRUE(std::equal(expected.begin(),
-                                       expected.begin() + static_cast<std::ptrdiff_t>(cap), bytes))
-                    << "content";
+                expect_received(finish(r), cap, total, to_sink, got, dst, expected);
                 const mpiv_p2p_status_t ss = finish(s);
                 EXPECT_EQ(ss.error, MPIV_OK);
                 EXPECT_EQ(ss.bytes, total);
@@ -698,6 +713,65 @@ TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
               status::invalid_arg);
     const struct iovec hole = {nullptr, 8};
     EXPECT_EQ(eng(0).isend_gather(comm(0), 1, 0, 1, 11, &hole, 1, 0, &bad.rec, bad.op, bad.st),
+              status::invalid_arg);
+}
+
+// A streamed send: another thread writes the bytes after the send started, publishing its
+// count part by part; the receiver (another process's endpoint, or this one's) gets them all,
+// into a buffer or a sink, truncated or not, and the send completes only after the last
+// part is published.
+TEST_F(engine_test, streamed_send_is_read_as_it_is_written)
+{
+    start();
+    const std::size_t total = 3 * MPIV_P2P_SINK_PIECE + 300;
+    const std::vector<unsigned char> expected = patterned(total, 900);
+    const int pairs[][2] = {{0, 1}, {1, 1}};
+    for (const auto &pr : pairs) {
+        for (const bool to_sink : {false, true}) {
+            for (const std::size_t cap : {total, std::size_t{70500}, std::size_t{0}}) {
+                SCOPED_TRACE(::testing::Message() << pr[0] << "->" << pr[1] << " cap " << cap
+                                                  << (to_sink ? " sink" : " buffer"));
+                std::vector<unsigned char> src(total, 0);
+                std::size_t ready = 0;
+                std::vector<unsigned char> dst(cap + 16, k_guard);
+                sink_log got;
+                rop r;
+                r.rc = eng(pr[1]).irecv(comm(pr[1]), pr[0], 12, target(to_sink, dst, cap, got),
+                                        &r.rec, r.op, r.st);
+                ASSERT_EQ(r.rc, status::inprogress);
+                sop s;
+                s.rc = eng(pr[0]).isend_streamed(comm(pr[0]), static_cast<std::uint32_t>(pr[1]),
+                                                 pr[0], pr[1], 12, src.data(), total, &ready, 0,
+                                                 &s.rec, s.op, s.st);
+                ASSERT_EQ(s.rc, status::inprogress) << "always a rendezvous";
+                std::atomic<bool> all_written{false};
+                std::thread writer([&] {
+                    for (std::size_t at = 0; at < total;) {
+                        const std::size_t end = std::min(total, at + 50000);
+                        std::copy(expected.begin() + static_cast<std::ptrdiff_t>(at),
+                                  expected.begin() + static_cast<std::ptrdiff_t>(end),
+                                  src.begin() + static_cast<std::ptrdiff_t>(at));
+                        std::this_thread::sleep_for(std::chrono::microseconds(200));
+                        if (end == total) {
+                            all_written.store(true, std::memory_order_relaxed);
+                        }
+                        __atomic_store_n(&ready, end, __ATOMIC_RELEASE);
+                        at = end;
+                    }
+                });
+                expect_received(finish(r), cap, total, to_sink, got, dst, expected);
+                const mpiv_p2p_status_t ss = finish(s);
+                EXPECT_TRUE(all_written.load(std::memory_order_relaxed))
+                    << "the send completed before its last part was published";
+                EXPECT_EQ(ss.error, MPIV_OK);
+                writer.join();
+            }
+        }
+    }
+    sop bad;
+    std::size_t ready = 0;
+    EXPECT_EQ(eng(0).isend_streamed(comm(0), 1, 0, 1, 12, nullptr, 8, &ready, 0, &bad.rec, bad.op,
+                                    bad.st),
               status::invalid_arg);
 }
 
