@@ -705,6 +705,14 @@ inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int3
     if (!valid_target(comm, peer, dest, flags)) {
         return false;
     }
+    init_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op);
+    return true;
+}
+
+inline void engine::init_send(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
+                              std::int32_t dest, std::int32_t tag, std::size_t bytes,
+                              unsigned flags, void *user, send_op &op) noexcept
+{
     op.type = op_type::send;
     op.peer = peer;
     op.dest = dest;
@@ -713,7 +721,6 @@ inline bool engine::prepare_send(comm_state &comm, std::uint32_t peer, std::int3
     op.seq_comm = &comm;
     op.packet = nullptr;
     fill_wire(op.w, comm, self_rank, tag, bytes, flags);
-    return true;
 }
 
 inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
@@ -741,13 +748,9 @@ inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::i
     }
     if (!push(peer, w, static_cast<const unsigned char *>(buf) + head, bytes - head)) {
         // A number but no slot: queue a copy that keeps the number.
-        op.type = op_type::send;
-        op.peer = peer;
-        op.dest = dest;
-        op.user = nullptr;
+        init_send(comm, peer, self_rank, dest, tag, bytes, 0, nullptr, op);
         op.buf = buf;
         op.seq_comm = nullptr;
-        op.packet = nullptr;
         op.w = w;
         post_outbound(nullptr, &op);
     }
@@ -766,7 +769,7 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
         return status::ok;
     }
-    (void)prepare_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op); // valid
+    init_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op);
     op.buf = buf;
     wire &w = op.w;
     if ((w.flags & k_wire_sync) == 0 && bytes <= inline_max_) {

@@ -320,6 +320,12 @@ class engine {
     [[gnu::always_inline]] void fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,
                                           std::int32_t tag, std::size_t bytes,
                                           unsigned flags) noexcept;
+    /// The op of a send to a target valid_target() accepted; its wire ready but for kind
+    /// and u (prepare_send() checks the target first).
+    [[gnu::always_inline]] void init_send(comm_state &comm, std::uint32_t peer,
+                                          std::int32_t self_rank, std::int32_t dest,
+                                          std::int32_t tag, std::size_t bytes, unsigned flags,
+                                          void *user, send_op &op) noexcept;
     [[gnu::always_inline]] bool prepare_send(comm_state &comm, std::uint32_t peer,
                                              std::int32_t self_rank, std::int32_t dest,
                                              std::int32_t tag, std::size_t bytes,
