@@ -116,7 +116,7 @@ MPIV_API mpiv_status_t mpiv_self(mpiv_ult_h *ult_p)
     if (u == nullptr) {
         return MPIV_ERR_NOT_ULT;
     }
-    *ult_p = u->owner->handle_of(*u);
+    *ult_p = u->handle;
     return MPIV_OK;
 }
 

@@ -124,14 +124,17 @@ void worker::main()
     running_.store(true, std::memory_order_release);
     // sync: acquire; pairs with the release store in stop().
     while (!stop_.load(std::memory_order_acquire)) {
+        acknowledge();
         const std::uint32_t limit = fresh_.load(std::memory_order_relaxed);
-        streak_ = 0;
+        t_streak_ = 0;
         if (runset_.drain(limit, [this](std::uint32_t id) { dispatch(id); }) == 0) {
             idle();
         }
     }
     base::set_thread_yield_hook(nullptr);
     t_worker_ = nullptr;
+    // sync: release; pairs with the acquire load in quiesce(): no ULT runs here any more.
+    running_.store(false, std::memory_order_release);
 }
 
 void worker::idle()
@@ -140,17 +143,19 @@ void worker::idle()
         for (int i = 0; i < 8; ++i) {
             base::cpu_relax();
         }
-        if (runset_.any() || stop_.load(std::memory_order_relaxed)) {
+        if (runset_.any() || stop_.load(std::memory_order_relaxed) ||
+            ack_req_.load(std::memory_order_relaxed) != ack_seen_) {
             return;
         }
         if ((round & 31) == 31) {
             std::this_thread::yield();
         }
     }
-    // seq_cst: Dekker handshake with wake(): either runset_.any() below sees the new
-    // bit, or the waker sees sleeping_ == 1 and wakes us.
+    // seq_cst: Dekker handshake with wake() and quiesce(): either the checks below see
+    // the new bit or request, or the waker sees sleeping_ == 1 and wakes us.
     sleeping_.store(1, std::memory_order_seq_cst);
-    if (runset_.any() || stop_.load(std::memory_order_seq_cst)) {
+    if (runset_.any() || stop_.load(std::memory_order_seq_cst) ||
+        ack_req_.load(std::memory_order_seq_cst) != ack_seen_) {
         sleeping_.store(0, std::memory_order_relaxed);
         return;
     }
@@ -160,14 +165,14 @@ void worker::idle()
 
 void worker::dispatch(std::uint32_t id)
 {
+    const slot &s = slot_at(id);
+    // sync: acquire; pairs with the release store of state in spawn(): u is complete.
+    // Ids above fresh_ never get a bit, so the slot is constructed.
+    if (s.state.load(std::memory_order_acquire) != slot_state::live) {
+        return; // stale wake-up of an exited or free id
+    }
+    ult *u = s.u;
     do {
-        slot &s = slot_at(id);
-        // sync: acquire; pairs with the release store of state in spawn(): u is complete.
-        // Ids above fresh_ never get a bit, so the slot is constructed.
-        if (s.state.load(std::memory_order_acquire) != slot_state::live) {
-            continue; // stale wake-up of an exited or free id
-        }
-        ult *u = s.u;
         t_current_ = u;
         count_dispatch();
         // The ULT that comes back may be another one (direct switches in between).
@@ -176,7 +181,38 @@ void worker::dispatch(std::uint32_t id)
         if (exited != k_suspended) {
             reap(*static_cast<ult *>(exited));
         }
-    } while ((id = take_next()) != k_no_id);
+    } while ((u = take_next()) != nullptr);
+}
+
+void worker::suspend(ult &u) noexcept
+{
+    if (ult *next = take_next()) {
+        t_current_ = next;
+        count_dispatch();
+        (void)jump(u.ctx, next->ctx, k_suspended);
+        return;
+    }
+    (void)jump(u.ctx, sched_ctx_, k_suspended);
+}
+
+void worker::quiesce() noexcept
+{
+    // seq_cst: the request comes before the load of sleeping_ (Dekker with idle()).
+    // Its release half pairs with the acquire load in acknowledge().
+    const std::uint32_t ticket = ack_req_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (sleeping_.load(std::memory_order_seq_cst) != 0 &&
+        sleeping_.exchange(0, std::memory_order_relaxed) != 0) {
+        base::futex_wake(sleeping_);
+    }
+    base::backoff wait(256);
+    // sync: acquire; pairs with the release store in acknowledge().
+    while (static_cast<std::int32_t>(ack_.load(std::memory_order_acquire) - ticket) < 0) {
+        // sync: acquire; pairs with the release store at the end of main().
+        if (!running_.load(std::memory_order_acquire)) {
+            return;
+        }
+        wait.pause();
+    }
 }
 
 void worker::reap(ult &u)
@@ -217,7 +253,13 @@ void worker::entry(void *, void *arg)
 
 void worker::wake_remote(unsigned w, std::uint32_t id) noexcept
 {
-    runtime::get()->at(w).wake_remote(id);
+    runtime *rt = runtime::get();
+    if (rt == nullptr || w >= rt->num_workers()) {
+        base::log(base::log_level::warn, "sync: signal for ULT %u of worker %u after the runtime ended",
+                  id, w);
+        return;
+    }
+    rt->at(w).wake_remote(id);
 }
 
 void worker::wake_remote(std::uint32_t id) noexcept
@@ -298,9 +340,10 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     if (detached) {
         s.tag.store(gen << 1 | 1, std::memory_order_relaxed);
     }
+    handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
+    u->handle = handle;
     // sync: release; pairs with the acquire load in dispatch(): u and its context are set.
     s.state.store(slot_state::live, std::memory_order_release);
-    handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
     wake(id);
     return status::ok;
 }
@@ -382,11 +425,6 @@ std::vector<std::uint32_t> worker::live_ids(std::size_t max) const
     return ids;
 }
 
-std::uint64_t worker::handle_of(const ult &u) const noexcept
-{
-    const std::uint64_t gen = slot_at(u.id).tag.load(std::memory_order_relaxed) >> 1;
-    return make_handle(static_cast<std::uint32_t>(gen), id_, u.id);
-}
 
 void worker::yield_current() noexcept
 {

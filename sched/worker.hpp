@@ -21,15 +21,22 @@
 //   join sync.
 // - Direct hand-off: a wake-up issued on the worker's own thread (a ULT or the scheduler
 //   signalling a ULT of the same worker, or spawning one there) does not touch the
-//   runset: the id goes to next_, a plain owner-only field. Whenever the running ULT
-//   blocks, yields or exits, next_ runs first: a blocking or yielding ULT switches
-//   straight to it (one switch, no scheduler pass), the scheduler runs it right after the
-//   ULT that came back. A second local wake-up while next_ is taken goes to the runset.
-//   Wake-ups from other threads always go through the runset (they need its atomics).
+//   runset: the ULT goes to t_next_, a thread-local pointer. Whenever the running ULT
+//   blocks, yields or exits, t_next_ runs first: a blocking or yielding ULT switches
+//   straight to it (one switch, no scheduler pass, no slot lookup: the waker checked the
+//   slot), the scheduler runs it right after the ULT that came back. A second local
+//   wake-up while t_next_ is taken goes to the runset. Wake-ups from other threads
+//   always go through the runset (they need its atomics). Only suspended ULTs are put
+//   in t_next_ (a ULT waking itself is ignored), and t_next_ is consumed at the next
+//   switch, before anything else runs there: the ULT it names cannot exit meanwhile.
 // - Fairness: direct switches bypass the runset, so each scheduling pass allows at most
-//   k_max_streak of them (streak_, reset by the pass); past that, next_ goes to the
+//   k_max_streak of them (t_streak_, reset by the pass); past that, t_next_ goes to the
 //   runset. An id set in the runset thus runs within two passes, each at most
 //   (ids set) + k_max_streak dispatches long.
+// - Quiescence handshake (for sync's owned mode): a thread that must know that every
+//   ULT run of this worker which started before its request has ended calls quiesce():
+//   it bumps ack_req_ and waits for ack_, which the scheduler stores between two passes
+//   (acknowledge()) and before it sleeps. Nothing on the ULT switch path pays for it.
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -61,6 +68,7 @@ struct alignas(64) ult {
     void *arg;
     stack_region stack;
     worker *owner;
+    std::uint64_t handle; ///< (generation, ω, Γ): this incarnation of the id
     std::uint32_t id;
     bool local_stack; ///< spawned on the owner's thread: the stack goes back to local_stacks_
 };
@@ -79,7 +87,7 @@ struct slot {
 
 class worker {
   public:
-    /// Direct switches (next_) allowed per scheduling pass: the fairness bound's slack.
+    /// Direct switches (t_next_) allowed per scheduling pass: the fairness bound's slack.
     static constexpr std::uint32_t k_max_streak = 32;
 
     worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
@@ -98,7 +106,7 @@ class worker {
     [[nodiscard]] status join(std::uint64_t handle, void **ret);
 
     /// Mark @p id runnable and wake the worker if it sleeps. Any thread; on the worker's
-    /// own thread this is the direct hand-off (next_).
+    /// own thread this is the direct hand-off (t_next_).
     void wake(std::uint32_t id) noexcept
     {
         if (t_worker_ == this) {
@@ -115,6 +123,29 @@ class worker {
             self->wake_local(id); // the hand-off path skips the runtime lookup
         } else {
             wake_remote(w, id);
+        }
+    }
+    /// Wake the ULT @p handle (generation, ω, Γ) if it still lives: on its own worker's
+    /// thread through the direct hand-off, after checking the slot's generation; from
+    /// elsewhere through the runset (a reused id then gets a spurious wake-up).
+    static void wake_handle(std::uint64_t handle) noexcept
+    {
+        worker *self = t_worker_;
+        if (self != nullptr && self->id_ == handle_worker(handle)) {
+            self->wake_own(handle);
+        } else {
+            wake_remote(handle_worker(handle), handle & 0xfffff);
+        }
+    }
+    /// wake_handle() for a ULT of this worker, on its thread.
+    void wake_own(std::uint64_t handle) noexcept
+    {
+        const slot &s = slot_at(handle & 0xfffff);
+        // relaxed: a live ULT of this worker exits, and its generation moves on, only on
+        // this thread. acquire: pairs with the release store of state in spawn().
+        if ((s.tag.load(std::memory_order_relaxed) >> 1) == (handle >> 32) &&
+            s.state.load(std::memory_order_acquire) == slot_state::live) {
+            wake_local(s.u);
         }
     }
 
@@ -137,8 +168,6 @@ class worker {
     static worker *current() noexcept { return t_worker_; }
     /// The ULT running on the calling thread, or nullptr.
     static ult *current_ult() noexcept { return t_current_; }
-    /// Handle of @p u (a live ULT of this worker).
-    std::uint64_t handle_of(const ult &u) const noexcept;
 
     /// Yield the calling ULT (it runs again within a bounded number of dispatches).
     static void yield_current() noexcept;
@@ -146,67 +175,91 @@ class worker {
     /// be spurious: callers re-check their condition. Inline, so the switch happens in
     /// the caller's frame: the switch's indirect jump leaves the return-stack predictor
     /// one entry off, so each return of the resumed ULT up its call chain mispredicts;
-    /// one frame less is one misprediction less per hand-off.
+    /// one frame less is one misprediction less per hand-off. The direct hand-off is
+    /// the fast path: two thread-local loads, then the switch.
     static void block_current() noexcept
     {
-        ult *u = t_current_;
-        u->owner->suspend(*u);
+        ult *const self = t_current_;
+        ult *const next = t_next_;
+        if (next != nullptr && t_streak_ < k_max_streak) {
+            t_next_ = nullptr;
+            ++t_streak_;
+            t_current_ = next;
+            t_worker_->count_dispatch();
+            (void)jump(self->ctx, next->ctx, k_suspended);
+            return;
+        }
+        self->owner->suspend(*self);
     }
+
+    /// Wait until every ULT run of this worker that began before the call has ended
+    /// (see the design note). Any thread but the worker's own; a ULT caller yields.
+    void quiesce() noexcept;
 
   private:
     static constexpr std::uint32_t k_stack_cache = 64;
-    static constexpr std::uint32_t k_no_id = ~std::uint32_t{0};
     /// Transfer value of a suspending switch; an exiting ULT passes its ult* instead.
     static constexpr void *k_suspended = nullptr;
     static void entry(void *transfer, void *arg);
     void main();
     void dispatch(std::uint32_t id);
     void reap(ult &u);
-    /// wake() from the worker's own thread: it is awake and nothing else touches next_.
+    /// wake() from the worker's own thread: it is awake and nothing else touches t_next_.
     void wake_local(std::uint32_t id) noexcept
     {
-        if (next_ == k_no_id) {
-            next_ = id;
+        const slot &s = slot_at(id);
+        // sync: acquire; pairs with the release store of state in spawn(): u is set.
+        if (s.state.load(std::memory_order_acquire) == slot_state::live) {
+            wake_local(s.u);
+        }
+    }
+    /// Make @p u (a suspended ULT of the calling thread's worker) run next.
+    static void wake_local(ult *u) noexcept
+    {
+        if (u == t_current_) {
+            return; // the running ULT woke itself: it is not waiting
+        }
+        if (t_next_ == nullptr) {
+            t_next_ = u;
         } else {
-            runset_.set(id);
+            u->owner->runset_.set(u->id);
         }
     }
     void wake_remote(std::uint32_t id) noexcept;
     static void wake_remote(unsigned w, std::uint32_t id) noexcept;
-    std::uint32_t take_next() noexcept
+    ult *take_next() noexcept
     {
-        const std::uint32_t id = next_;
-        if (id == k_no_id) {
-            return k_no_id;
+        ult *const u = t_next_;
+        if (u == nullptr) {
+            return nullptr;
         }
-        next_ = k_no_id;
-        if (streak_ >= k_max_streak) {
-            runset_.set(id); // fairness: let the runset's ids run first
-            return k_no_id;
+        t_next_ = nullptr;
+        if (t_streak_ >= k_max_streak) {
+            runset_.set(u->id); // fairness: let the runset's ids run first
+            return nullptr;
         }
-        ++streak_;
-        return id;
+        ++t_streak_;
+        return u;
     }
     void count_dispatch() noexcept
     {
         dispatches_.store(dispatches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    /// Switch away from the running ULT @p u: to next_ if it is live, else to the
+    /// Switch away from the running ULT @p u: to t_next_ if allowed, else to the
     /// scheduler. Returns when @p u is resumed (whoever resumes it sets t_current_).
-    void suspend(ult &u) noexcept
+    void suspend(ult &u) noexcept;
+    /// Answer quiesce() requests: only between ULT runs, on the worker's thread.
+    void acknowledge() noexcept
     {
-        const std::uint32_t id = take_next();
-        if (id != k_no_id) {
-            const slot &s = slot_at(id);
-            // sync: acquire; pairs with the release store of state in spawn(): u is complete.
-            if (s.state.load(std::memory_order_acquire) == slot_state::live) {
-                t_current_ = s.u;
-                count_dispatch();
-                (void)jump(u.ctx, s.u->ctx, k_suspended);
-                return;
-            }
+        // sync: acquire; pairs with the fetch_add in quiesce(): what the requester wrote
+        // before (a sync registration) is visible to every ULT run after this.
+        const std::uint32_t req = ack_req_.load(std::memory_order_acquire);
+        if (req != ack_seen_) {
+            ack_seen_ = req;
+            // sync: release; pairs with the acquire load in quiesce(): the writes of the
+            // ULT runs so far (local completions) are visible to the requester.
+            ack_.store(req, std::memory_order_release);
         }
-        (void)jump(u.ctx, sched_ctx_, k_suspended);
     }
     void idle();
     void release_id(std::uint32_t id);
@@ -217,6 +270,10 @@ class worker {
     // glibc keeps for libraries loaded later (as when Open MPI dlopens the PML component).
     static inline thread_local worker *t_worker_ __attribute__((tls_model("initial-exec"))) = nullptr;
     static inline thread_local ult *t_current_ __attribute__((tls_model("initial-exec"))) = nullptr;
+    /// Direct hand-off target of the worker running on this thread (see the design note).
+    static inline thread_local ult *t_next_ __attribute__((tls_model("initial-exec"))) = nullptr;
+    /// Direct switches in the current scheduling pass.
+    static inline thread_local std::uint32_t t_streak_ __attribute__((tls_model("initial-exec"))) = 0;
 
     const std::uint32_t id_;
     const std::uint32_t capacity_;
@@ -233,8 +290,10 @@ class worker {
     std::atomic<bool> stop_{false};
     std::atomic<bool> running_{false};
     alignas(k_false_sharing) std::atomic<std::uint64_t> dispatches_{0}; ///< owner-written
-    std::uint32_t next_ = k_no_id; ///< direct hand-off target; owner-only
-    std::uint32_t streak_ = 0;     ///< direct switches in this pass; owner-only
+    // Quiescence handshake: requests from any thread, acknowledgements by the owner.
+    alignas(k_false_sharing) std::atomic<std::uint32_t> ack_req_{0};
+    alignas(k_false_sharing) std::atomic<std::uint32_t> ack_{0};
+    std::uint32_t ack_seen_ = 0; ///< owner-only: the last request acknowledged
     // Stacks of ULTs spawned on the worker's own thread; owner-only, so spawn and exit
     // there take no lock for the stack. Free ids stay in the shared list: a private id
     // cache would hide ids from other spawners and make the capacity limit inexact.
@@ -247,4 +306,107 @@ class worker {
     std::vector<stack_region> stack_cache_;
 };
 
+// ------------------------------------------------ sync's hot paths (see sync.hpp)
+
+inline void sync::arm(std::int64_t count) noexcept
+{
+    const ult *self = worker::current_ult();
+    armed_ = count;
+    if (self != nullptr && count <= k_owned_max) {
+        owner_ = self->owner;
+        owner_handle_ = self->handle;
+        count_.store(0, std::memory_order_relaxed);
+    } else {
+        owner_ = nullptr;
+        owner_handle_ = 0;
+        count_.store(count, std::memory_order_relaxed);
+    }
+    waiter_.store(k_none, std::memory_order_relaxed);
+}
+
+inline status sync::reset(std::int64_t count) noexcept
+{
+    if (count < 1) {
+        return status::invalid_arg;
+    }
+    if (has_waiter()) {
+        return status::busy;
+    }
+    arm(count);
+    return status::ok;
+}
+
+inline bool sync::test() const noexcept
+{
+    if (owner_ != nullptr) {
+        // sync: acquire (both); pair with the release store of count_ in signal() and the
+        // release CAS in signal_remote(): the completions' writes are visible.
+        const std::int64_t local = count_.load(std::memory_order_acquire);
+        return owned_done(local, waiter_.load(std::memory_order_acquire)) >= armed_;
+    }
+    // sync: acquire; pairs with the release store or exchange of DONE in complete().
+    return waiter_.load(std::memory_order_acquire) == k_done;
+}
+
+inline status sync::signal() noexcept
+{
+    worker *const here = worker::current();
+    if (owner_ == nullptr || owner_ != here) {
+        return signal_slow();
+    }
+    // Local: only this thread writes count_. Everything the wake-up needs is read before
+    // the store that may complete the sync (its waiter may free it at once).
+    // sync: acquire; pairs with the release CASes of remote completions and of a foreign
+    // registration (its token is valid).
+    const std::uint64_t remote = waiter_.load(std::memory_order_acquire);
+    const std::int64_t local = count_.load(std::memory_order_relaxed);
+    const std::int64_t done = owned_done(local, remote);
+    const std::int64_t armed = armed_;
+    if (__builtin_expect(done >= armed, 0)) {
+        return oversignaled();
+    }
+    if (__builtin_expect((remote & k_foreign_pthread) != 0, 0)) {
+        return signal_remote(); // the sleeping pthread needs the futex word to change
+    }
+    const std::uint64_t owner = owner_handle_;
+    // sync: release; pairs with the acquire loads in test() and wait(). Last access.
+    count_.store(local + 1, std::memory_order_release);
+    if (done + 1 == armed) {
+        if (__builtin_expect((remote & k_foreign) != 0, 0)) {
+            wake_owned(owner, remote, nullptr);
+        } else {
+            here->wake_own(owner);
+        }
+    }
+    return status::ok;
+}
+
+inline status sync::wait() noexcept
+{
+    const ult *self = worker::current_ult();
+    if (owner_ == nullptr || self == nullptr || self->handle != owner_handle_) {
+        return wait_slow();
+    }
+    // The owner: every completion wakes it, so it only checks and blocks.
+    // sync: acquire (both loads, here and in the loop); pair with the release store of
+    // count_ in signal() and the release CAS in signal_remote().
+    std::int64_t local = count_.load(std::memory_order_acquire);
+    std::uint64_t remote = waiter_.load(std::memory_order_acquire);
+    if (owned_done(local, remote) >= armed_) {
+        return status::ok;
+    }
+    if (__builtin_expect((remote & k_foreign) != 0, 0)) {
+        return second_waiter();
+    }
+    count_.store(local | k_waiting, std::memory_order_relaxed); // only this thread writes it
+    do {
+        worker::block_current();
+        local = count_.load(std::memory_order_acquire);
+        remote = waiter_.load(std::memory_order_acquire);
+    } while (owned_done(local, remote) < armed_);
+    count_.store(local & ~k_waiting, std::memory_order_relaxed);
+    return status::ok;
+}
+
 } // namespace mpiv::sched
+

@@ -548,7 +548,7 @@ TEST_F(sched_test, join_errors)
     auto self_join = spawn([](void *a) -> void * {
         auto *rt = static_cast<runtime *>(a);
         const auto *u = mpiv::sched::worker::current_ult();
-        return reinterpret_cast<void *>(static_cast<std::intptr_t>(rt->join(u->owner->handle_of(*u), nullptr)));
+        return reinterpret_cast<void *>(static_cast<std::intptr_t>(rt->join(u->handle, nullptr)));
     }, rt_);
     void *r = nullptr;
     ASSERT_EQ(rt_->join(self_join, &r), status::ok);
