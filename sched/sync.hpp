@@ -25,9 +25,11 @@
 //   thread registers (CAS), then waits for the owner's worker to quiesce
 //   (worker::quiesce: every ULT run that began before has ended). A local signal that
 //   missed the registration is visible after that; every later one sees it. A local
-//   signal that sees a foreign ULT wakes it; one that sees a foreign pthread completes
+//   signal that sees a foreign ULT wakes it, completing or not (a remote completion may
+//   land between its load and its store); one that sees a foreign pthread completes
 //   through the remote word instead and wakes the futex on the word's high half (the
-//   remote count and the flags: the sleeper cannot miss a change).
+//   remote count and the flags: the sleeper cannot miss a change). The Promela model
+//   contrib/model/owned_sync.pml checks this under x86-TSO.
 //
 // Shared mode: armed by a pthread, or for more completions.
 // - count_ holds the completions still missing; signal() decrements it (skipped when

@@ -371,12 +371,14 @@ inline status sync::signal() noexcept
     const std::uint64_t owner = owner_handle_;
     // sync: release; pairs with the acquire loads in test() and wait(). Last access.
     count_.store(local + 1, std::memory_order_release);
-    if (done + 1 == armed) {
-        if (__builtin_expect((remote & k_foreign) != 0, 0)) {
-            wake_owned(owner, remote, nullptr);
-        } else {
-            here->wake_own(owner);
-        }
+    if (__builtin_expect((remote & k_foreign) != 0, 0)) {
+        // A remote completion may have landed since the load above, making this the
+        // last one, and the foreign waiter may have checked before this store: wake it
+        // after every local completion (contrib/model/owned_sync.pml). The owner needs
+        // no such care: it re-checks on this thread, after this ULT run.
+        wake_owned(owner, remote, nullptr);
+    } else if (done + 1 == armed) {
+        here->wake_own(owner);
     }
     return status::ok;
 }

@@ -26,7 +26,7 @@ cd "$build"
 printf '\n== aarch64 cross build in %s\n' "$build"
 [ -f Makefile ] || PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
   "$src/configure" -q --host=aarch64-linux-gnu --with-ompi=no
-tests="test/gtest/sched/test_context test/gtest/sched/test_runset test/gtest/sched/test_sched"
+tests="test/gtest/sched/test_context test/gtest/sched/test_runset test/gtest/sched/test_sched test/gtest/sched/test_sync"
 make -s -j"$jobs" $tests
 file test/gtest/sched/test_context | grep -q aarch64
 # qemu-user runs ~10x slower: MPIV_TEST_SLOW shrinks the stress loops as sanitizers do.

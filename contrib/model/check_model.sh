@@ -1,10 +1,11 @@
 #!/bin/sh
-# Verify the Promela models of the lock library with spin (run by `make check` when
-# configure found spin). For each configuration: a safety run (assertions, invalid end
-# states) and a liveness run (acceptance cycles of the model's ltl claim). A last run
-# checks that a deliberately broken no_waiters() is caught, so the liveness property is
-# known to have teeth. Generated files go to a temporary directory (VPATH builds, read-only
-# source trees).
+# Verify the Promela models of the lock library and of sync's owned mode with spin (run
+# by `make check` when configure found spin). For each configuration: a safety run
+# (assertions, invalid end states) and, for the locks, a liveness run (acceptance cycles
+# of the model's ltl claim). Deliberately broken variants must fail (a no_waiters() that
+# lies; an owned sync without the quiescence handshake, or whose local signals wake a
+# foreign waiter only on completion), so each property is known to have teeth.
+# Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
 # directory's grandparent), SPIN (default: spin), CC (default: cc).
@@ -75,6 +76,12 @@ for defines in "-DNH=2 -DNL=1 -DITERS=2" "-DNH=2 -DNL=2 -DITERS=1"; do
     run_pan "$models/tlp.pml" "$defines" liveness pass
 done
 run_pan "$models/tlp.pml" "-DNH=2 -DNL=1 -DITERS=2 -DBROKEN_NO_WAITERS" liveness fail
+for defines in "-DK=2" "-DK=3 -DREMOTE" "-DK=2 -DPTHREAD" "-DK=3 -DPTHREAD -DREMOTE"; do
+    run_pan "$models/owned_sync.pml" "$defines" safety pass
+done
+run_pan "$models/owned_sync.pml" "-DK=2 -DNO_QUIESCE" safety fail
+run_pan "$models/owned_sync.pml" "-DK=2 -DNO_QUIESCE -DPTHREAD" safety fail
+run_pan "$models/owned_sync.pml" "-DK=2 -DREMOTE -DWAKE_ON_COMPLETION_ONLY" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0

@@ -1,14 +1,21 @@
-// Helpers shared by the core test suites: page-aligned region memory, log capture.
+// Helpers shared by the core test suites: page-aligned region memory, log capture, a
+// watchdog for waits nothing else can interrupt.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/log.hpp"
+#include "test/gtest/common/stress.hpp"
 
 namespace mpiv::test {
 
@@ -67,6 +74,47 @@ class log_capture {
 
     mutable std::mutex mutex_;
     std::vector<std::string> errors_;
+};
+
+// Aborts the process (a failed test, not a hung one) when a scope does not end in time:
+// for waits that nothing else can interrupt.
+class watchdog {
+  public:
+    explicit watchdog(std::string what,
+                      std::chrono::seconds limit = std::chrono::seconds(120 * time_multiplier()))
+        : what_(std::move(what)), limit_(limit), thread_([this] { run(); })
+    {
+    }
+    ~watchdog()
+    {
+        {
+            std::lock_guard<std::mutex> guard(mu_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    watchdog(const watchdog &) = delete;
+    watchdog &operator=(const watchdog &) = delete;
+
+  private:
+    void run()
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!cv_.wait_for(lock, limit_, [this] { return done_; })) {
+            std::fprintf(stderr, "watchdog: %s did not finish within %lld s: aborting\n",
+                         what_.c_str(), static_cast<long long>(limit_.count()));
+            std::fflush(stderr);
+            std::abort();
+        }
+    }
+
+    std::string what_;
+    std::chrono::seconds limit_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;
 };
 
 } // namespace mpiv::test

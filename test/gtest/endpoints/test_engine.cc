@@ -30,6 +30,7 @@
 #include "sched/runtime.hpp"
 #include "sched/worker.hpp"
 #include "test/gtest/common/stress.hpp"
+#include "test/gtest/common/test_util.hpp"
 #include "test/gtest/endpoints/shm_test_util.hpp"
 
 namespace {
@@ -37,6 +38,7 @@ namespace {
 using mpiv::status;
 using mpiv::test::iterations;
 using mpiv::test::log_capture;
+using mpiv::test::watchdog;
 namespace ep = mpiv::ep;
 
 constexpr std::uint32_t k_limit = 4096;   // eager limit of most tests
@@ -144,45 +146,6 @@ mpiv_p2p_params_t params_for(std::uint32_t self, std::uint32_t num_peers = 2, bo
     return p;
 }
 
-// Aborts the process (a failed test, not a hung one) when a scope does not end in time:
-// for waits that nothing else can interrupt.
-class watchdog {
-  public:
-    explicit watchdog(std::string what, std::chrono::seconds limit = 2 * timeout())
-        : what_(std::move(what)), limit_(limit), thread_([this] { run(); })
-    {
-    }
-    ~watchdog()
-    {
-        {
-            std::lock_guard<std::mutex> guard(mu_);
-            done_ = true;
-        }
-        cv_.notify_all();
-        thread_.join();
-    }
-    watchdog(const watchdog &) = delete;
-    watchdog &operator=(const watchdog &) = delete;
-
-  private:
-    void run()
-    {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (!cv_.wait_for(lock, limit_, [this] { return done_; })) {
-            std::fprintf(stderr, "watchdog: %s did not finish within %lld s: aborting\n",
-                         what_.c_str(), static_cast<long long>(limit_.count()));
-            std::fflush(stderr);
-            std::abort();
-        }
-    }
-
-    std::string what_;
-    std::chrono::seconds limit_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool done_ = false;
-    std::thread thread_;
-};
 
 // ------------------------------------------------------------------ fixture
 

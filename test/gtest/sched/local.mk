@@ -1,6 +1,7 @@
-# test/gtest/sched: context switch, run set, scheduler core.
-check_PROGRAMS += %reldir%/test_context %reldir%/test_runset %reldir%/test_sched
-TESTS += %reldir%/test_context %reldir%/test_runset %reldir%/test_sched
+# test/gtest/sched: context switch, run set, scheduler core, sync modes.
+noinst_HEADERS += %reldir%/sched_fixture.hpp
+check_PROGRAMS += %reldir%/test_context %reldir%/test_runset %reldir%/test_sched %reldir%/test_sync
+TESTS += %reldir%/test_context %reldir%/test_runset %reldir%/test_sched %reldir%/test_sync
 %canon_reldir%_test_context_SOURCES = %reldir%/test_context.cc
 %canon_reldir%_test_context_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_context_LDADD = $(GTEST_CORE_LIBS)
@@ -10,3 +11,6 @@ TESTS += %reldir%/test_context %reldir%/test_runset %reldir%/test_sched
 %canon_reldir%_test_sched_SOURCES = %reldir%/test_sched.cc
 %canon_reldir%_test_sched_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_sched_LDADD = $(GTEST_CORE_LIBS)
+%canon_reldir%_test_sync_SOURCES = %reldir%/test_sync.cc
+%canon_reldir%_test_sync_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_sync_LDADD = $(GTEST_CORE_LIBS)

@@ -13,43 +13,14 @@
 #include "sched/runtime.hpp"
 #include "sched/sync.hpp"
 #include "test/gtest/common/stress.hpp"
+#include "test/gtest/sched/sched_fixture.hpp"
 
 namespace {
 
 using mpiv::status;
 using mpiv::sched::runtime;
 using mpiv::sched::sync;
-
-class sched_test : public ::testing::Test {
-  protected:
-    void start(unsigned workers = 2, std::uint32_t max_ults = 1u << 20,
-               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO)
-    {
-        mpiv_params_t p{};
-        p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_MAX_ULTS |
-                       MPIV_PARAM_FIELD_GUARD_PAGES | MPIV_PARAM_FIELD_STACK_SIZE;
-        p.num_workers = workers;
-        p.max_ults_per_worker = max_ults;
-        p.guard_pages = guards;
-        p.stack_size = 32 * 1024;
-        ASSERT_EQ(runtime::init(&p), status::ok);
-        rt_ = runtime::get();
-        ASSERT_NE(rt_, nullptr);
-    }
-    void TearDown() override
-    {
-        if (runtime::get() != nullptr) {
-            EXPECT_EQ(runtime::finalize(), status::ok);
-        }
-    }
-    std::uint64_t spawn(mpiv_ult_func_t f, void *arg, int worker = MPIV_WORKER_ANY)
-    {
-        std::uint64_t h = 0;
-        EXPECT_EQ(rt_->spawn(f, arg, worker, false, h), status::ok);
-        return h;
-    }
-    runtime *rt_ = nullptr;
-};
+using mpiv::test::sched_test;
 
 void *identity(void *arg) { return arg; }
 
