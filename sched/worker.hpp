@@ -141,8 +141,12 @@ class worker {
     void wake_own(std::uint64_t handle) noexcept
     {
         const slot &s = slot_at(handle & 0xfffff);
-        // relaxed: a live ULT of this worker exits, and its generation moves on, only on
-        // this thread. acquire: pairs with the release store of state in spawn().
+        // A ULT of this worker exits only on this thread, so while the caller runs here
+        // the owner is either still suspended (generation and state match) or gone. A
+        // respawn of the id from another thread may race with these loads: then s.u is
+        // the new ULT, live and suspended, and gets a spurious wake-up, which is allowed.
+        // relaxed: only compared. acquire: pairs with the release store of state in
+        // spawn(): s.u is set.
         if ((s.tag.load(std::memory_order_relaxed) >> 1) == (handle >> 32) &&
             s.state.load(std::memory_order_acquire) == slot_state::live) {
             wake_local(s.u);

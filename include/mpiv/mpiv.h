@@ -164,6 +164,11 @@ MPIV_API mpiv_status_t mpiv_self_worker(int *worker_p);
  * to count): mpiv_sync_signal() decrements it and the signal that brings it to zero
  * wakes the waiter. Signals may come before the wait, from any thread. One thread waits
  * on a sync at a time.
+ *
+ * A sync created (or reset) by a ULT, for fewer than 2^29 signals, belongs to that ULT:
+ * its wait and the signals from its worker take no atomic read-modify-write, the
+ * fastest hand-off. Any other thread may still signal it or wait on it; such a wait
+ * first waits for the ULT's worker to finish the ULT it is running.
  * @param[in] count signals needed, >= 1 (a Waitall over N requests uses N)
  * @param[out] sync_p the new sync
  * @return MPIV_OK; MPIV_ERR_INVALID_ARG for count < 1 or NULL; MPIV_ERR_NOMEM
@@ -179,7 +184,8 @@ MPIV_API mpiv_status_t mpiv_sync_create(int64_t count, mpiv_sync_h *sync_p);
 MPIV_API mpiv_status_t mpiv_sync_destroy(mpiv_sync_h sync);
 
 /**
- * @brief Re-arm a completed (or unused) sync for @p count more signals.
+ * @brief Re-arm a completed (or unused) sync for @p count more signals (and give it to
+ *        the calling ULT, see mpiv_sync_create()).
  * @return MPIV_OK; MPIV_ERR_INVALID_ARG for count < 1; MPIV_ERR_INVALID_HANDLE;
  *         MPIV_ERR_BUSY while a thread waits on it
  */
