@@ -34,6 +34,13 @@ class runtime {
 
     unsigned num_workers() const noexcept { return static_cast<unsigned>(workers_.size()); }
     worker &at(unsigned i) noexcept { return *workers_[i]; }
+    /// Worker @p w of the running instance, or nullptr (no runtime, or no such worker):
+    /// for tokens and handles that may outlive the runtime that issued them.
+    static worker *find_worker(unsigned w) noexcept
+    {
+        runtime *rt = get();
+        return rt != nullptr && w < rt->num_workers() ? &rt->at(w) : nullptr;
+    }
     stack_pool &stacks() noexcept { return *stacks_; }
 
     [[nodiscard]] status spawn(mpiv_ult_func_t func, void *arg, int worker_hint, bool detached,

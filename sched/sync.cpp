@@ -133,10 +133,8 @@ status sync::wait_foreign() noexcept
     if (worker::current() != owner_) {
         // Local signals that missed the registration have ended (and are visible) after
         // this; later ones see it. On the owner's own thread, program order does that.
-        runtime *rt = runtime::get();
-        const unsigned w = worker::handle_worker(owner_handle_);
-        if (rt != nullptr && w < rt->num_workers()) {
-            rt->at(w).quiesce();
+        if (worker *owner = runtime::find_worker(worker::handle_worker(owner_handle_))) {
+            owner->quiesce();
         }
     }
     if (self != nullptr) {

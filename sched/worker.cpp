@@ -253,13 +253,13 @@ void worker::entry(void *, void *arg)
 
 void worker::wake_remote(unsigned w, std::uint32_t id) noexcept
 {
-    runtime *rt = runtime::get();
-    if (rt == nullptr || w >= rt->num_workers()) {
+    worker *target = runtime::find_worker(w);
+    if (target == nullptr) {
         base::log(base::log_level::warn, "sync: signal for ULT %u of worker %u after the runtime ended",
                   id, w);
         return;
     }
-    rt->at(w).wake_remote(id);
+    target->wake_remote(id);
 }
 
 void worker::wake_remote(std::uint32_t id) noexcept
