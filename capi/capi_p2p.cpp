@@ -241,26 +241,26 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
-                                                 void *buf, size_t bytes,
+                                                 void *buf, size_t bytes, void *user,
                                                  mpiv_p2p_status_t *status_p)
 {
     if (engine == nullptr || msg == nullptr || status_p == nullptr || (buf == nullptr && bytes != 0)) {
         return null_arg(__func__, "engine/msg/buf/status_p");
     }
-    eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), buf, bytes, *status_p);
-    return MPIV_OK;
+    return to_c(eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), buf, bytes, user,
+                                   *status_p));
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
                                                       mpiv_p2p_sink_fn sink, void *ctx,
-                                                      size_t bytes, mpiv_p2p_status_t *status_p)
+                                                      size_t bytes, void *user,
+                                                      mpiv_p2p_status_t *status_p)
 {
     if (engine == nullptr || msg == nullptr || sink == nullptr || status_p == nullptr) {
         return null_arg(__func__, "engine/msg/sink/status_p");
     }
-    eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg), ep::recv_target{nullptr, bytes, sink, ctx},
-                       *status_p);
-    return MPIV_OK;
+    return to_c(eng(engine)->mrecv(*reinterpret_cast<ep::inmsg *>(msg),
+                                   ep::recv_target{nullptr, bytes, sink, ctx}, user, *status_p));
 }
 
 extern "C" MPIV_API size_t mpiv_p2p_inline_max(const mpiv_p2p_t *engine)
@@ -286,4 +286,10 @@ extern "C" MPIV_API void mpiv_p2p_wake(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *wa
 extern "C" MPIV_API void mpiv_p2p_wait_end(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter)
 {
     eng(engine)->wait_end(reinterpret_cast<ep::waiter *>(waiter));
+}
+
+extern "C" MPIV_API void mpiv_p2p_wait_settle(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter,
+                                              int32_t total)
+{
+    eng(engine)->wait_settle(reinterpret_cast<ep::waiter *>(waiter), total);
 }

@@ -519,28 +519,45 @@ status engine::comm_destroy(comm_state *comm) noexcept
     return status::ok;
 }
 
-inline bool engine::push(std::uint32_t peer, const wire &w, const void *more,
-                         std::size_t more_bytes) noexcept
+inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
+                         const void *more, std::size_t more_bytes) noexcept
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
     const std::size_t ep = my_endpoint();
     std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
-    // The header, then (inline payload past k_wire_inline) the rest, in one message.
+    // The header, then (inline payload past k_wire_inline) the rest, in one message,
+    // written once a slot is claimed: only then is the sequence number drawn.
     alignas(8) unsigned char message[shm::mpsc_queue<>::k_max_message];
-    const void *bytes = &w;
-    std::size_t len = sizeof w;
-    if (more_bytes != 0) {
+    const std::size_t len = sizeof w + more_bytes;
+    bool numbered = true;
+    const auto finish = [&] {
+        if (seq_comm != nullptr) {
+            std::uint32_t seq = 0;
+            bool ordered = true;
+            numbered = seq_comm->match([&](auto &m) {
+                return m.next_send_seq(dest, seq, ordered);
+            }) == status::ok;
+            w.seq = seq;
+            w.flags = static_cast<std::uint8_t>((w.flags & ~k_wire_unordered) |
+                                                (ordered ? 0 : k_wire_unordered));
+        }
         std::memcpy(message, &w, sizeof w);
-        std::memcpy(message + sizeof w, more, more_bytes);
-        bytes = message;
-        len += more_bytes;
-    }
+        if (more_bytes != 0) {
+            std::memcpy(message + sizeof w, more, more_bytes);
+        }
+        if (!numbered) {
+            // First contact and no memory for the sequence state: the slot is claimed
+            // and must be published; the receiver skips it and the send is retried.
+            const wire_kind pad = wire_kind::pad;
+            std::memcpy(message + offsetof(wire, kind), &pad, sizeof pad);
+        }
+    };
     tsan_pushing();
     for (std::size_t i = 0; i < n; ++i) {
-        if (p.queues[q].try_push(bytes, len) == status::ok) {
+        if (p.queues[q].try_push(message, len, finish) == status::ok) {
             ring(p.doorbell, p.sleeping);
-            return true;
+            return numbered;
         }
         q = q + 1 == n ? 0 : q + 1;
     }
@@ -580,17 +597,6 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         op.w.u.ref.where = offset;
         op.packet = packet;
     }
-    if (op.seq_comm != nullptr) {
-        std::uint32_t seq = 0;
-        bool ordered = true;
-        if (op.seq_comm->match([&](auto &m) { return m.next_send_seq(op.dest, seq, ordered); }) !=
-            status::ok) {
-            return false; // no memory for the peer's state yet: retry later
-        }
-        op.w.seq = seq;
-        op.w.flags |= ordered ? 0 : k_wire_unordered;
-        op.seq_comm = nullptr;
-    }
     waits = op.queued_ack; // read before the push: op may complete at once after it
     const void *more = nullptr; // inline payload past the header's
     std::size_t more_bytes = 0;
@@ -598,82 +604,111 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         more = static_cast<const unsigned char *>(op.buf) + k_wire_inline;
         more_bytes = op.w.inline_bytes - k_wire_inline;
     }
-    if (!push(op.peer, op.w, more, more_bytes)) {
-        return false; // keeps its packet and number: only a queue slot is missing
+    if (!push(op.peer, op.w, op.seq_comm, op.dest, more, more_bytes)) {
+        return false; // keeps its packet: only a queue slot is missing
     }
-    op.packet = nullptr;
+    if (!waits) {
+        op.packet = nullptr; // (a send that waits for ACK/FIN may be done and reused now)
+    }
     return true;
 }
 
-void engine::post_outbound(send_op *op, const send_op *copy) noexcept
+void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
 {
-    std::lock_guard<base::ticket_lock> guard(outbound_mu_);
+    peer_state &p = peers_[peer];
+    std::lock_guard<base::ticket_lock> guard(p.out_mu);
     try {
-        outbound &item = outbound_.emplace_back();
-        item.op = op;
-        if (copy != nullptr) {
-            item.copy = *copy;
-            // The caller's buffer is free once the send returns: keep the inline payload.
-            if (copy->w.kind == wire_kind::eager_inline && copy->w.inline_bytes != 0) {
-                std::memcpy(item.payload, copy->buf, copy->w.inline_bytes);
-            }
-        }
+        p.out.push_back(item);
     } catch (const std::bad_alloc &) {
-        base::log(base::log_level::error, "mpiv: out of memory queueing a send; aborting");
+        base::log(base::log_level::error,
+                  "mpiv: out of memory queueing a message for peer %u; aborting", peer);
         std::abort();
     }
-    // Relaxed: a hint for progress() and isend(); the lock orders the list itself, and a
-    // thread always sees its own earlier increments (its sends stay in order).
+    // Relaxed: hints for progress() and the sends to this peer; the lock orders the list
+    // itself, and a thread always sees its own earlier increments (its sends stay in
+    // order).
+    p.out_count.fetch_add(1, std::memory_order_relaxed);
     outbound_count_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
-                          std::uint64_t bytes) noexcept
+bool engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
+                          std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st) noexcept
 {
-    send_op c{};
-    c.type = op_type::send;
-    c.peer = peer;
-    c.w.kind = kind;
-    c.w.from = params_.self;
-    c.w.size = bytes;
-    c.w.u.ref.token = token;
-    if (!push(peer, c.w)) {
-        post_outbound(nullptr, &c);
+    outbound item{};
+    item.control.kind = kind;
+    item.control.from = params_.self;
+    item.control.size = bytes;
+    item.control.u.ref.token = token;
+    // Behind what already waits for this peer, or pushed now.
+    if (peers_[peer].out_count.load(std::memory_order_relaxed) == 0 &&
+        push(peer, item.control, nullptr, 0)) {
+        return true;
     }
+    item.user = user;
+    item.st = st;
+    post_outbound(peer, item);
+    return false;
 }
 
-int engine::drain_outbound() noexcept
+int engine::drain_peer(peer_state &p) noexcept
 {
-    std::vector<send_op *> done;
+    // Completions run once the lock is released (they may send, or free the op).
+    constexpr std::size_t k_batch = 16;
+    struct completion {
+        void *user;
+        mpiv_p2p_status_t st;
+    } done[k_batch];
+    std::size_t ndone = 0;
     int events = 0;
     {
-        std::unique_lock<base::ticket_lock> lock(outbound_mu_, std::try_to_lock);
+        std::unique_lock<base::ticket_lock> lock(p.out_mu, std::try_to_lock);
         if (!lock.owns_lock()) {
             return 0;
         }
-        for (auto it = outbound_.begin(); it != outbound_.end();) {
-            // Read before sending: a send that waits for ACK/FIN may complete (and its
-            // storage be reused) as soon as it is pushed.
+        while (!p.out.empty() && ndone < k_batch) {
+            outbound &item = p.out.front();
             bool waits = true;
-            if (it->op == nullptr) {
-                it->copy.buf = it->payload; // the item does not move while it is queued
+            if (item.op != nullptr) {
+                send_op &op = *item.op;
+                // Read before sending: a send that waits for ACK/FIN may complete (and its
+                // storage be reused) as soon as it is pushed.
+                const mpiv_p2p_status_t st{op.dest, op.w.tag, op.w.size, op.w.size, MPIV_OK};
+                void *const user = op.user;
+                if (!try_send(op, waits)) {
+                    break; // the peer's queues are full: later items would wait too
+                }
+                if (!waits) {
+                    done[ndone++] = {user, st};
+                }
+            } else {
+                const std::uint32_t peer = static_cast<std::uint32_t>(&p - peers_.get());
+                if (!push(peer, item.control, nullptr, 0)) {
+                    break;
+                }
+                if (item.user != nullptr) {
+                    done[ndone++] = {item.user, item.st};
+                }
             }
-            const bool sent = try_send(it->op != nullptr ? *it->op : it->copy, waits);
-            if (!sent) {
-                // The pool or the queues are full: later items would fail the same way.
-                break;
-            }
-            if (it->op != nullptr && !waits) {
-                done.push_back(it->op);
-            }
-            it = outbound_.erase(it);
+            p.out.pop_front();
+            p.out_count.fetch_sub(1, std::memory_order_relaxed);
             outbound_count_.fetch_sub(1, std::memory_order_relaxed);
             ++events;
         }
     }
-    for (send_op *op : done) {
-        mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
-        params_.complete(op->user, &st);
+    for (std::size_t i = 0; i < ndone; ++i) {
+        params_.complete(done[i].user, &done[i].st);
+    }
+    return events;
+}
+
+int engine::drain_outbound() noexcept
+{
+    int events = 0;
+    for (std::uint32_t i = 0; i < params_.num_peers; ++i) {
+        // Relaxed: a hint; drain_peer() reads the list under its lock.
+        if (peers_[i].out_count.load(std::memory_order_relaxed) != 0) {
+            events += drain_peer(peers_[i]);
+        }
     }
     return events;
 }
@@ -725,36 +760,25 @@ inline void engine::init_send(comm_state &comm, std::uint32_t peer, std::int32_t
 
 inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
                                     std::int32_t dest, std::int32_t tag, const void *buf,
-                                    std::size_t bytes, send_op &op) noexcept
+                                    std::size_t bytes) noexcept
 {
     // The common small send, without the op: the message goes straight into a queue
-    // slot. Anything else (a queued send to wait behind, no memory for the peer's
-    // sequence state) takes the general path, which has drawn no number yet.
-    std::uint32_t seq = 0;
-    bool ordered = true;
-    if (outbound_count_.load(std::memory_order_relaxed) != 0 ||
-        comm.match([&](auto &m) { return m.next_send_seq(dest, seq, ordered); }) != status::ok) {
+    // slot. Anything else (sends to this peer queued before it, full queues, no memory
+    // for the peer's sequence state) takes the general path; nothing was sent.
+    // Relaxed: a hint (see post_outbound()).
+    if (peers_[peer].out_count.load(std::memory_order_relaxed) != 0) {
         return false;
     }
     wire w;
     fill_wire(w, comm, self_rank, tag, bytes, 0);
     w.kind = wire_kind::eager_inline;
-    w.flags = ordered ? 0 : k_wire_unordered;
-    w.seq = seq;
     w.inline_bytes = static_cast<std::uint32_t>(bytes);
     const std::size_t head = std::min(bytes, k_wire_inline);
     if (bytes != 0) {
         base::copy_small(w.u.data, buf, head);
     }
-    if (!push(peer, w, static_cast<const unsigned char *>(buf) + head, bytes - head)) {
-        // A number but no slot: queue a copy that keeps the number.
-        init_send(comm, peer, self_rank, dest, tag, bytes, 0, nullptr, op);
-        op.buf = buf;
-        op.seq_comm = nullptr;
-        op.w = w;
-        post_outbound(nullptr, &op);
-    }
-    return true;
+    return push(peer, w, &comm, dest, static_cast<const unsigned char *>(buf) + head,
+                bytes - head);
 }
 
 status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
@@ -764,10 +788,14 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     if ((buf == nullptr && bytes != 0) || !valid_target(comm, peer, dest, flags)) {
         return status::invalid_arg;
     }
-    if (flags == 0 && bytes <= inline_max_ &&
-        send_inline_now(comm, peer, self_rank, dest, tag, buf, bytes, op)) {
-        st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
-        return status::ok;
+    if (flags == 0 && bytes <= inline_max_) {
+        if (send_inline_now(comm, peer, self_rank, dest, tag, buf, bytes)) {
+            st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
+            return status::ok;
+        }
+        if (user == nullptr) {
+            return status::retry_nomem; // no request to complete later: nothing was sent
+        }
     }
     init_send(comm, peer, self_rank, dest, tag, bytes, flags, user, op);
     op.buf = buf;
@@ -841,20 +869,19 @@ inline status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
     const wire &w = op.w;
     op.queued_ack = (w.flags & k_wire_sync) != 0 || w.kind == wire_kind::rts;
     bool waits = true;
-    // Sends wait behind queued ones (a thread's sends keep their order). After a
+    // Sends wait behind those queued for the same peer (a thread's sends keep their
+    // order); a queued send, inline ones too, is in progress until it is pushed. After a
     // successful push of a message that waits for ACK/FIN, op may complete on another
     // thread at any time: read nothing from it afterwards.
     const std::int32_t dest = op.dest;
     const std::int32_t tag = w.tag;
     const std::size_t bytes = w.size;
-    if (outbound_count_.load(std::memory_order_relaxed) != 0 || !try_send(op, waits)) {
-        if (w.kind == wire_kind::eager_inline) {
-            // The wire holds the whole message: queue a copy, the send is done.
-            post_outbound(nullptr, &op);
-            st = mpiv_p2p_status_t{dest, tag, bytes, bytes, MPIV_OK};
-            return status::ok;
-        }
-        post_outbound(&op, nullptr);
+    const std::uint32_t peer = op.peer;
+    // Relaxed: a hint (see post_outbound()).
+    if (peers_[peer].out_count.load(std::memory_order_relaxed) != 0 || !try_send(op, waits)) {
+        outbound item{};
+        item.op = &op;
+        post_outbound(peer, item);
         return status::inprogress;
     }
     if (waits) {
@@ -1030,11 +1057,12 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
     return MPIV_OK;
 }
 
-void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept
+bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept
 {
     const wire &w = m.w;
     const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
+    wire_kind control = wire_kind::pad; // what the sender waits for: ack, fin or nothing
     switch (w.kind) {
     case wire_kind::eager_inline:
         put(to, 0, w.u.data, std::min(n, k_wire_inline));
@@ -1048,7 +1076,7 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
             base::log(base::log_level::error, "mpiv: cannot return a packet to peer %u", w.from);
         }
         if ((w.flags & k_wire_sync) != 0) {
-            send_control(w.from, wire_kind::ack, w.u.ref.token, n);
+            control = wire_kind::ack;
         }
         break;
     case wire_kind::rts:
@@ -1074,21 +1102,26 @@ void engine::deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noe
                 put(to, 0, reinterpret_cast<const void *>(w.u.ref.where), n);
             }
         }
-        send_control(w.from, wire_kind::fin, w.u.ref.token, n);
+        control = wire_kind::fin;
         break;
     default:
         error = MPIV_ERR_INTERNAL;
         break;
     }
     st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size), error};
+    const bool done = control == wire_kind::pad ||
+                      send_control(w.from, control, w.u.ref.token, n, user, st);
     free_inmsg(&m);
+    return done;
 }
 
 inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
 {
     mpiv_p2p_status_t st;
-    deliver(m, op.to, st);
-    params_.complete(op.user, &st);
+    void *const user = op.user;
+    if (deliver(m, op.to, user, st)) {
+        params_.complete(user, &st);
+    }
 }
 
 inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
@@ -1132,6 +1165,8 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     case wire_kind::eager_packet:
     case wire_kind::rts:
         break;
+    case wire_kind::pad:
+        return;
     default:
         base::log(base::log_level::error, "mpiv: unknown wire kind %u dropped",
                   static_cast<unsigned>(kind));
@@ -1195,8 +1230,8 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.user = user;
     op.to = to;
     const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
-    if (s == status::ok) {
-        deliver(static_cast<inmsg &>(*op.matched_msg()), to, st);
+    if (s == status::ok && !deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
+        return status::inprogress; // its ACK or FIN waits for room: completed with it
     }
     return s;
 }
@@ -1230,9 +1265,9 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
     return s;
 }
 
-void engine::mrecv(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept
+status engine::mrecv(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept
 {
-    deliver(m, to, st);
+    return deliver(m, to, user, st) ? status::ok : status::inprogress;
 }
 
 int engine::progress() noexcept
@@ -1339,9 +1374,21 @@ waiter *engine::wait_begin(std::int32_t count) noexcept
         return w;
     }
     waiter &w = my_pthread_waiter();
+    w.begun = count;
     // Release: pairs with the acquire in wake(); the count is set before any registration.
     w.remaining.store(count, std::memory_order_release);
     return &w;
+}
+
+void engine::wait_settle(waiter *w, std::int32_t total) noexcept
+{
+    // The completers still to come took w before the wait ended and wake it at once;
+    // nothing here depends on progress.
+    base::backoff wait;
+    // Acquire: pairs with the acq_rel decrement in wake().
+    while (w->begun - w->remaining.load(std::memory_order_acquire) < total) {
+        wait.pause();
+    }
 }
 
 void engine::wake(waiter *w) noexcept

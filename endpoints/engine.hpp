@@ -18,20 +18,26 @@
 //   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
 //   to its owner's region when the message is consumed. Arrivals for a context id that
 //   has no communicator yet wait in a pending list that comm_create drains.
-// - Back-pressure. A send never waits for a packet: with none free (unexpected messages
-//   at receivers may hold them all until their receives are posted) an eager send goes
-//   by rendezvous instead. A send that finds the queues full goes to the outbound list
-//   and progress() retries it; sends queue behind queued ones, so a thread's sends keep
-//   their order. The sender's sequence number is drawn only when the send is ready to
-//   push (see send_op): a stuck send never holds a number that later messages, held by
-//   the receiver, would wait for. ACK and FIN queue the same way. Nothing is dropped.
+// - Back-pressure, per destination. A send never waits for a packet: with none free
+//   (unexpected messages at receivers may hold them all until their receives are posted)
+//   an eager send goes by rendezvous instead. A send that finds the peer's queues full
+//   goes to that peer's outbound list, and progress() retries it; later sends to the same
+//   peer queue behind it (a thread's sends keep their order), sends to other peers do
+//   not. The sender's sequence number is drawn only once the message has claimed its
+//   queue slot (push): a message that waits holds no number that later ones, held by the
+//   receiver, would wait for. An operation completes only once all it owes a peer is in
+//   that peer's queue: a queued send (inline ones too) stays in progress until pushed,
+//   and a receive whose ACK or FIN waits in an outbound list completes when that control
+//   message is pushed. So nothing this process owes another waits on a list that only
+//   this process's later MPI calls would drain, and the lists hold no more than the
+//   operations in progress. Nothing is dropped.
 // - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
-//   ULT yield (the outbound list's) must yield its waiters, never block the worker. Each
+//   ULT yield (an outbound list's) must yield its waiters, never block the worker. Each
 //   thread is bound on first use to an endpoint (round robin): it sends through that
 //   endpoint's packets to the peer endpoint of the same index and drains that queue first.
 //   Each queue has one drainer at a time (the queue's try-lock); progress() may run in any
-//   number of threads. The outbound list is guarded by a mutex taken only when it is
-//   non-empty (a relaxed count says so).
+//   number of threads. An outbound list is guarded by a lock taken only when it is
+//   non-empty (a relaxed count per peer, and one for the process, say so).
 // - Serialized engines (params.serialized, inline progress: the caller promises that its
 //   calls never overlap, as an MPI library below MPI_THREAD_MULTIPLE does) skip the
 //   process-local locks and locked instructions of the data path: the matching table's
@@ -68,7 +74,9 @@
 namespace mpiv::ep {
 
 /// Kinds of wire messages.
-enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, fin };
+/// pad: a claimed slot whose message could not be finished (no memory for the sender's
+/// sequence state); the receiver skips it.
+enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, fin, pad };
 
 /// Wire flags.
 constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the match
@@ -122,9 +130,9 @@ struct comm_state;
 enum class op_type : std::uint8_t { none, send, recv };
 
 /// A send until it is pushed (then, for sync and rendezvous sends, until ACK/FIN).
-/// The sequence number is drawn only once the send holds everything but a queue slot
-/// (which the receiver frees by draining, whatever it holds): a number drawn by a stuck
-/// send would make the receiver hold every later message of that sender forever.
+/// The sequence number is drawn only once the message has claimed its queue slot (see
+/// engine::push): a number drawn by a stuck send would make the receiver hold every later
+/// message of that sender until it is pushed.
 struct send_op {
     op_type type;
     bool queued_ack;         // waiting for ACK/FIN
@@ -132,7 +140,7 @@ struct send_op {
     std::int32_t dest;       // rank in the communicator (reported in the status)
     void *user;
     const void *buf;
-    comm_state *seq_comm;    // draw w.seq from this communicator before the push; or null
+    comm_state *seq_comm;    // draw w.seq from this communicator at the push; or null
     void *packet;            // eager packet acquired for this send, not yet pushed
     wire w;                  // prepared header
 };
@@ -164,6 +172,7 @@ struct recv_op : match::recv_node {
 struct waiter {
     sched::sync *ult_sync = nullptr;            // a ULT's wait
     std::atomic<std::int32_t> remaining{0};     // completions still missing
+    std::int32_t begun = 0;                     // the count of the wait (its thread only)
     std::atomic<std::uint32_t> word{0};         // futex word, bumped per wake-up event
     std::atomic<bool> owner{false};             // drives progress right now
     std::atomic<bool> promoted{false};          // made owner by the leaving owner
@@ -198,7 +207,17 @@ struct comm_state {
     }
 };
 
-/// A mapped peer: its queues and packet region (views into its segment).
+/// What waits for room in one peer's queues, in order: sends (in the caller's storage)
+/// and control messages (ACK, FIN) with the receive they complete.
+struct outbound {
+    send_op *op;            // a send, or nullptr: the control message below
+    wire control;           // ack or fin
+    void *user;             // control: the receive completed once it is pushed (or null)
+    mpiv_p2p_status_t st;   // that receive's status
+};
+
+/// A mapped peer: its queues and packet region (views into its segment), and what this
+/// process has for it that waits for room in them.
 struct peer_state {
     shm::segment seg;
     std::atomic<std::uint32_t> *doorbell = nullptr; // in the peer's segment header
@@ -207,6 +226,13 @@ struct peer_state {
     std::vector<shm::mpsc_queue<>> queues;
     pool::packet_region<> region;
     bool connected = false;
+    // Non-zero while the list holds items (relaxed hint; the list itself is read under
+    // out_mu). A send to this peer goes behind them.
+    alignas(k_false_sharing) std::atomic<std::uint32_t> out_count{0};
+    // A lock that yields a waiting ULT (a drainer may yield inside the pool while holding
+    // it; a std::mutex would then block the worker under its owner).
+    base::ticket_lock out_mu;
+    std::deque<outbound> out;
 };
 
 class engine {
@@ -265,10 +291,14 @@ class engine {
                                 mpiv_p2p_status_t &st) noexcept;
     [[nodiscard]] status improbe(comm_state &comm, std::int32_t source, std::int32_t tag,
                                  inmsg *&msg_p, mpiv_p2p_status_t &st) noexcept;
-    void mrecv(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
-    void mrecv(inmsg &m, void *buf, std::size_t bytes, mpiv_p2p_status_t &st) noexcept
+    /// Receive a message taken by improbe(): status::ok (done, @p st written) or
+    /// status::inprogress (its ACK or FIN waits for room: complete(@p user) follows).
+    [[nodiscard]] status mrecv(inmsg &m, const recv_target &to, void *user,
+                               mpiv_p2p_status_t &st) noexcept;
+    [[nodiscard]] status mrecv(inmsg &m, void *buf, std::size_t bytes, void *user,
+                               mpiv_p2p_status_t &st) noexcept
     {
-        mrecv(m, recv_target{buf, bytes, nullptr, nullptr}, st);
+        return mrecv(m, recv_target{buf, bytes, nullptr, nullptr}, user, st);
     }
 
     int progress() noexcept;
@@ -283,6 +313,10 @@ class engine {
     void wake(waiter *w) noexcept;
     /// Block until @p w's completions arrived (driving progress as needed); ends the wait.
     void wait_end(waiter *w) noexcept;
+    /// After wait_end(), block until @p total completions in all were reported to @p w
+    /// since wait_begin() (a wait for any of several operations: those that completed
+    /// while it ended still wake it, and must have before the thread's next wait begins).
+    void wait_settle(waiter *w, std::int32_t total) noexcept;
 
   private:
     // Address published through the modex.
@@ -301,16 +335,24 @@ class engine {
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;
-    void post_outbound(send_op *op, const send_op *copy) noexcept;
-    [[gnu::always_inline]] bool push(std::uint32_t peer, const wire &w,
-                                     const void *more = nullptr,
+    // Queue @p item behind what waits for @p peer.
+    void post_outbound(std::uint32_t peer, const outbound &item) noexcept;
+    // Push @p w (then @p more_bytes of @p more) into one of @p peer's queues. With
+    // @p seq_comm, w's sequence number for @p dest is drawn once the slot is claimed.
+    // False: the queues are full (or no memory for the sequence state): nothing sent.
+    [[gnu::always_inline]] bool push(std::uint32_t peer, wire &w, comm_state *seq_comm,
+                                     std::int32_t dest, const void *more = nullptr,
                                      std::size_t more_bytes = 0) noexcept;
-    void send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
-                      std::uint64_t bytes) noexcept;
+    // An ACK or FIN; false when it waits in the outbound list, which then completes the
+    // receive @p user with @p st once it is pushed.
+    bool send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
+                      std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st) noexcept;
     /// One drained queue message: a wire header, then @p bytes - sizeof(wire) more.
     void handle(const unsigned char *msg, std::size_t bytes) noexcept;
     [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
-    void deliver(inmsg &m, const recv_target &to, mpiv_p2p_status_t &st) noexcept;
+    // Hand @p m's bytes to @p to and write @p st. False: the message's ACK or FIN waits
+    // for room, and its push completes the receive @p user (with @p st) later.
+    bool deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept;
     int read_remote(std::uint32_t from, const recv_target &to, const wire &w,
                     std::size_t n) noexcept;
     int read_streamed(std::uint32_t from, const recv_target &to, const wire &w,
@@ -333,10 +375,11 @@ class engine {
     [[gnu::always_inline]] bool send_inline_now(comm_state &comm, std::uint32_t peer,
                                                 std::int32_t self_rank, std::int32_t dest,
                                                 std::int32_t tag, const void *buf,
-                                                std::size_t bytes, send_op &op) noexcept;
+                                                std::size_t bytes) noexcept;
     [[gnu::always_inline]] status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
     [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
+    int drain_peer(peer_state &p) noexcept;
     void server_loop() noexcept;
     [[gnu::always_inline]] void ring(std::atomic<std::uint32_t> *doorbell,
                                      std::atomic<std::uint32_t> *sleeping) noexcept;
@@ -391,17 +434,8 @@ class engine {
     bool owner_taken_ = false; // park_mu_
     waiter *parked_ = nullptr; // park_mu_
 
-    // Outbound items waiting for a packet or a queue slot.
-    struct outbound {
-        send_op *op;  // a send in the caller's storage, or nullptr: use copy
-        send_op copy; // a self-contained send (inline payload, ACK, FIN)
-        unsigned char payload[k_inline_max]; // copy's inline payload (copy.buf points here)
-    };
+    // Items in all peers' outbound lists (a relaxed hint for progress()).
     alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};
-    // A lock that yields a waiting ULT (a drainer may yield inside the pool while holding
-    // it; a std::mutex would then block the worker under its owner).
-    base::ticket_lock outbound_mu_;
-    std::deque<outbound> outbound_;
 
     alignas(k_false_sharing) std::atomic<std::uint32_t> next_endpoint_{0};
     alignas(k_false_sharing) std::atomic<bool> stop_{false};

@@ -745,7 +745,9 @@ static int mpiv_isend_init(const void *buf, size_t count, ompi_datatype_t *dt, i
 }
 
 /* Small standard sends travel inside the queue slot and complete at once: no request
- * (as ob1's send-inline path). Returns false when the send does not qualify. */
+ * (as ob1's send-inline path). Returns false when the send does not qualify, or when it
+ * cannot complete at once (the peer's queues are full, or earlier sends to it wait for
+ * room): nothing was sent, and the caller sends it with a request. */
 static bool send_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
                         mca_pml_base_send_mode_t mode, ompi_communicator_t *comm, int *rc)
 {
@@ -760,8 +762,12 @@ static bool send_inline(const void *buf, size_t count, ompi_datatype_t *dt, int 
     }
     *rc = peer_index(comm, dst, &peer);
     if (OMPI_SUCCESS == *rc) {
-        *rc = map_status(mpiv_p2p_isend(mca_pml_mpiv.engine, engine_comm(comm), peer,
-                                        comm->c_my_rank, dst, tag, start, bytes, 0, NULL, &op, &st));
+        const int s = mpiv_p2p_isend(mca_pml_mpiv.engine, engine_comm(comm), peer,
+                                     comm->c_my_rank, dst, tag, start, bytes, 0, NULL, &op, &st);
+        if (MPIV_ERR_RETRY_NOMEM == s) {
+            return false;
+        }
+        *rc = map_status(s);
     }
     return true;
 }
@@ -893,10 +899,14 @@ static void wait_mpiv_any(size_t n, ompi_request_t **reqs)
             mpiv_yield();
         }
     } else {
-        /* A pthread's waiter outlives the wait, so a registration left behind only
-         * costs a spurious wake-up of a later wait. */
+        /* A pthread registers its one waiter on each request, for one completion. Every
+         * request whose completion takes the waiter (req_done's exchange) wakes it, maybe
+         * after this wait ended: before the thread's next wait may begin, those wakes
+         * must all have landed (wait_settle), or a late one would end that wait early. The
+         * registrations still in place are taken back; each of the others is one wake. */
         mpiv_p2p_waiter_t *w = mpiv_p2p_wait_begin(mca_pml_mpiv.engine, 1);
-        bool done = false;
+        size_t registered = 0;
+        int32_t wakes = 0;
         for (size_t i = 0; i < n; ++i) {
             mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) reqs[i];
             void *expected = NULL;
@@ -905,22 +915,23 @@ static void wait_mpiv_any(size_t n, ompi_request_t **reqs)
             }
             if (!__atomic_compare_exchange_n(&req->waiter, &expected, w, false,
                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                done = true;
+                mpiv_p2p_wake(mca_pml_mpiv.engine, w); /* complete already */
+                wakes = 1;
                 break;
             }
-        }
-        if (done) {
-            mpiv_p2p_wake(mca_pml_mpiv.engine, w);
+            registered = i + 1;
         }
         mpiv_p2p_wait_end(mca_pml_mpiv.engine, w);
-        for (size_t i = 0; i < n; ++i) {
+        for (size_t i = 0; i < registered; ++i) {
             mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) reqs[i];
             void *expected = w;
-            if (waitable(reqs[i])) {
-                (void) __atomic_compare_exchange_n(&req->waiter, &expected, NULL, false,
-                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+            if (waitable(reqs[i]) &&
+                !__atomic_compare_exchange_n(&req->waiter, &expected, NULL, false,
+                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                ++wakes; /* its completion took the waiter: its wake is due */
             }
         }
+        mpiv_p2p_wait_settle(mca_pml_mpiv.engine, w, wakes);
     }
 }
 
@@ -1037,7 +1048,8 @@ static int wait_and_free(mca_pml_mpiv_request_t *req, ompi_status_public_t *stat
     (void) wait_mpiv_all(1, &r);
     rc = r->req_status.MPI_ERROR;
     if (NULL != status) {
-        *status = r->req_status;
+        /* MPI-3.1 3.2.5: a single-completion call leaves the error field alone. */
+        OMPI_COPY_STATUS(status, r->req_status, false);
     }
     ompi_request_free(&r);
     return rc;
@@ -1161,7 +1173,8 @@ static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int 
         }
         rc = req->ompi.req_status.MPI_ERROR;
         if (NULL != status) {
-            *status = req->ompi.req_status;
+            /* MPI-3.1 3.2.5: a single-completion call leaves the error field alone. */
+            OMPI_COPY_STATUS(status, req->ompi.req_status, false);
         }
     }
     OMPI_REQUEST_FINI(&req->ompi);
@@ -1256,28 +1269,23 @@ static int mpiv_improbe(int src, int tag, ompi_communicator_t *comm, int *matche
 {
     mpiv_p2p_status_t st;
     mpiv_p2p_msg_t *m = NULL;
-    ompi_message_t *msg;
-    int rc = mpiv_p2p_improbe(mca_pml_mpiv.engine, engine_comm(comm), src, tag, &m, &st);
+    /* The handle first: a message taken from the matching state must always be handed
+     * out. */
+    ompi_message_t *msg = ompi_message_alloc();
+    int rc;
+    if (NULL == msg) {
+        *matched = 0;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    rc = mpiv_p2p_improbe(mca_pml_mpiv.engine, engine_comm(comm), src, tag, &m, &st);
     if (MPIV_ERR_NOT_FOUND == rc) {
         opal_progress();
         rc = mpiv_p2p_improbe(mca_pml_mpiv.engine, engine_comm(comm), src, tag, &m, &st);
     }
-    if (MPIV_ERR_NOT_FOUND == rc) {
-        *matched = 0;
-        return OMPI_SUCCESS;
-    }
     if (MPIV_OK != rc) {
+        ompi_message_return(msg);
         *matched = 0;
-        return map_status(rc);
-    }
-    msg = ompi_message_alloc();
-    if (NULL == msg) {
-        /* No message handle to hand it out with: the message is consumed and lost,
-         * and the caller gets the resource error. */
-        mpiv_p2p_status_t drop;
-        (void) mpiv_p2p_mrecv(mca_pml_mpiv.engine, m, NULL, 0, &drop);
-        *matched = 0;
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        return MPIV_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : map_status(rc);
     }
     msg->comm = comm;
     msg->req_ptr = m;
@@ -1320,13 +1328,17 @@ static int mpiv_imrecv(void *buf, size_t count, ompi_datatype_t *dt, ompi_messag
     }
     req->ompi.req_state = OMPI_REQUEST_ACTIVE;
     if (NULL == req->unpacker) {
-        (void) mpiv_p2p_mrecv(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr, start, bytes,
-                              &st);
+        rc = mpiv_p2p_mrecv(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr, start, bytes,
+                            req, &st);
     } else {
-        (void) mpiv_p2p_mrecv_sink(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr,
-                                   unpack_piece, req->unpacker, bytes, &st);
+        rc = mpiv_p2p_mrecv_sink(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr,
+                                 unpack_piece, req->unpacker, bytes, req, &st);
     }
-    mca_pml_mpiv_complete(req, &st);
+    /* MPIV_INPROGRESS: the bytes are in, the sender's ACK or FIN waits for room in its
+     * queue; the completion follows once it is pushed. */
+    if (MPIV_OK == rc) {
+        mca_pml_mpiv_complete(req, &st);
+    }
     ompi_message_return(msg);
     *message = MPI_MESSAGE_NULL;
     *request = &req->ompi;

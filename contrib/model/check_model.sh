@@ -1,10 +1,11 @@
 #!/bin/sh
-# Verify the Promela models of the lock library and of sync's owned mode with spin (run
-# by `make check` when configure found spin). For each configuration: a safety run
-# (assertions, invalid end states) and, for the locks, a liveness run (acceptance cycles
-# of the model's ltl claim). Deliberately broken variants must fail (a no_waiters() that
-# lies; an owned sync without the quiescence handshake, or whose local signals wake a
-# foreign waiter only on completion), so each property is known to have teeth.
+# Verify the Promela models of the lock library, of sync's owned mode and of the PML's
+# reused pthread waiter with spin (run by `make check` when configure found spin). For
+# each configuration: a safety run (assertions, invalid end states) and, for the locks, a
+# liveness run (acceptance cycles of the model's ltl claim). Deliberately broken variants
+# must fail (a no_waiters() that lies; an owned sync without the quiescence handshake, or
+# whose local signals wake a foreign waiter only on completion; a wait for any request
+# that does not settle its late wakes), so each property is known to have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -82,6 +83,8 @@ done
 run_pan "$models/owned_sync.pml" "-DK=2 -DNO_QUIESCE" safety fail
 run_pan "$models/owned_sync.pml" "-DK=2 -DNO_QUIESCE -DPTHREAD" safety fail
 run_pan "$models/owned_sync.pml" "-DK=2 -DREMOTE -DWAKE_ON_COMPLETION_ONLY" safety fail
+run_pan "$models/wait_any.pml" "" safety pass
+run_pan "$models/wait_any.pml" "-DNO_SETTLE" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0

@@ -247,6 +247,18 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     ///          never blocks or yields; hot path
     [[nodiscard]] status try_push(const void *msg, std::size_t len) noexcept
     {
+        return try_push(msg, len, [] {});
+    }
+
+    /// @brief try_push() that calls @p before_copy once the slots are claimed, before it
+    /// reads @p msg: the caller may finish the message there (e.g. draw a sequence number
+    /// that only a message sure to be queued may take). A full queue calls nothing.
+    /// @p before_copy must not throw, block or fail: the claimed slots are published
+    /// whatever it does (the consumer stops at an unpublished slot).
+    /// @context as try_push(); the claim is held while @p before_copy runs
+    template <class Fn>
+    [[nodiscard]] status try_push(const void *msg, std::size_t len, Fn &&before_copy) noexcept
+    {
         if (header_ == nullptr) {
             base::log(base::log_level::error, "shm: queue used before format or attach");
             return status::not_initialized;
@@ -272,6 +284,7 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 break;
             }
         }
+        before_copy();
         const auto *bytes = static_cast<const unsigned char *>(msg);
         for (std::size_t j = 0; j < k; ++j) {
             unsigned char *const payload = slot_at(pos + j)->payload;

@@ -148,18 +148,24 @@ MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t
 
 /** Largest inline message: a send without MPIV_P2P_SEND_SYNC of at most
  *  mpiv_p2p_inline_max(engine) bytes (this, or less with queues of fewer than 8 slots)
- *  always completes at once (MPIV_OK) and does not use its mpiv_p2p_op_t after the call
- *  returns: the payload travels inside the queue, in up to 8 slots (queued in the engine
- *  when they are not free). */
+ *  travels inside the queue, in up to 8 slots: it completes at once (MPIV_OK) and does not
+ *  use its mpiv_p2p_op_t after the call returns when the peer's queue has room and no
+ *  earlier send to that peer waits for room. Otherwise, with @p user NULL it returns
+ *  MPIV_ERR_RETRY_NOMEM and sends nothing (start it again with a request); with a @p user
+ *  it waits in the engine like any send (MPIV_INPROGRESS) until it is in the queue. */
 #define MPIV_P2P_INLINE_MAX 416
 
 /** This engine's largest inline message (see MPIV_P2P_INLINE_MAX); 0 for NULL. */
 MPIV_API size_t mpiv_p2p_inline_max(const mpiv_p2p_t *engine);
 
 /** Start a send of @p bytes at @p buf to rank @p dest (peer index @p peer) of @p comm,
- *  from rank @p self_rank. The buffer must stay valid until completion.
+ *  from rank @p self_rank. The buffer must stay valid until completion. A send waiting for
+ *  room in a peer's queues delays later sends to that peer only, and completes only once
+ *  it is in the queue (no send completes while only this process's later calls would
+ *  deliver it).
  *  @return MPIV_OK (done: buffer reusable, @p status_p written); MPIV_INPROGRESS (the
- *  completion function is called later with @p user); MPIV_ERR_INVALID_ARG. */
+ *  completion function is called later with @p user); MPIV_ERR_RETRY_NOMEM (an inline send
+ *  with @p user NULL that cannot complete at once: nothing sent); MPIV_ERR_INVALID_ARG. */
 MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, uint32_t peer,
                                       int32_t self_rank, int32_t dest, int32_t tag,
                                       const void *buf, size_t bytes, unsigned flags, void *user,
@@ -190,7 +196,8 @@ MPIV_API mpiv_status_t mpiv_p2p_isend_streamed(mpiv_p2p_t *engine, mpiv_p2p_comm
 
 /** Post a receive into @p buf (capacity @p bytes) from @p source (or -1: any) with @p tag
  *  (or -1: any tag >= 0). Returns as mpiv_p2p_isend; a truncated message completes with
- *  error MPIV_ERR_TRUNCATE. */
+ *  error MPIV_ERR_TRUNCATE. A receive whose sender waits for an ACK or FIN completes only
+ *  once that message is in the sender's queue (MPIV_INPROGRESS while it waits for room). */
 MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm, int32_t source,
                                       int32_t tag, void *buf, size_t bytes, void *user,
                                       mpiv_p2p_op_t *op, mpiv_p2p_status_t *status_p);
@@ -228,15 +235,18 @@ MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *com
                                         int32_t tag, mpiv_p2p_msg_t **msg_p,
                                         mpiv_p2p_status_t *status_p);
 
-/** Receive a message taken by mpiv_p2p_improbe into @p buf (capacity @p bytes); always
- *  completes at once (MPIV_OK, or MPIV_ERR_TRUNCATE in status_p->error). */
+/** Receive a message taken by mpiv_p2p_improbe into @p buf (capacity @p bytes).
+ *  @return MPIV_OK (done; MPIV_ERR_TRUNCATE in status_p->error when truncated), or
+ *  MPIV_INPROGRESS: the bytes are delivered, but the ACK or FIN its sender waits for waits
+ *  for room in the sender's queue; the completion function follows with @p user (none
+ *  when @p user is NULL). */
 MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg, void *buf,
-                                      size_t bytes, mpiv_p2p_status_t *status_p);
+                                      size_t bytes, void *user, mpiv_p2p_status_t *status_p);
 
 /** As mpiv_p2p_mrecv, into @p sink (see mpiv_p2p_irecv_sink). */
 MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg,
                                            mpiv_p2p_sink_fn sink, void *ctx, size_t bytes,
-                                           mpiv_p2p_status_t *status_p);
+                                           void *user, mpiv_p2p_status_t *status_p);
 
 /** Drain inbound queues and retry pending sends. @return the number of events handled. */
 MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);
@@ -255,6 +265,15 @@ MPIV_API void mpiv_p2p_wake(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter);
 
 /** Wait until every completion of @p waiter arrived; ends the wait. */
 MPIV_API void mpiv_p2p_wait_end(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter);
+
+/** After mpiv_p2p_wait_end, wait until @p total completions in all have been reported to
+ *  @p waiter since mpiv_p2p_wait_begin. For a pthread's wait on any of several operations
+ *  (begun with count 1, the waiter registered on each): every operation whose completion
+ *  took the waiter wakes it, maybe after the wait ended; the thread must see those wakes
+ *  arrive before its next wait begins, or they would count for that one. A ULT's waiter
+ *  is gone after mpiv_p2p_wait_end: call this for pthreads only. Completions already
+ *  under way are all it waits for (no progress is needed). */
+MPIV_API void mpiv_p2p_wait_settle(mpiv_p2p_t *engine, mpiv_p2p_waiter_t *waiter, int32_t total);
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,34 @@ check_PROGRAMS += %reldir%/abort
 %canon_reldir%_abort_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_abort_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/hol_block
+%canon_reldir%_hol_block_SOURCES = %reldir%/hol_block.c
+%canon_reldir%_hol_block_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_hol_block_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_hol_block_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_hol_block_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/mt_sizes
+%canon_reldir%_mt_sizes_SOURCES = %reldir%/mt_sizes.c
+%canon_reldir%_mt_sizes_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_mt_sizes_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_mt_sizes_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_mt_sizes_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/status_error
+%canon_reldir%_status_error_SOURCES = %reldir%/status_error.c
+%canon_reldir%_status_error_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_status_error_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_status_error_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_status_error_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/waitany_reuse
+%canon_reldir%_waitany_reuse_SOURCES = %reldir%/waitany_reuse.c
+%canon_reldir%_waitany_reuse_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_waitany_reuse_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_waitany_reuse_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_waitany_reuse_LDADD = $(OMPI_LIBS)
+
 # ult: MPI from mpiv ULTs (links libmpiv for <mpiv/mpiv.h>).
 check_PROGRAMS += %reldir%/ult
 %canon_reldir%_ult_SOURCES = %reldir%/ult.c
@@ -149,6 +177,10 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/mt_stress-np2.sh \
 	%reldir%/collectives-np4.sh \
 	%reldir%/comm_info-np3.sh \
+	%reldir%/hol_block-np3.sh \
+	%reldir%/mt_sizes-np2.sh \
+	%reldir%/status_error-np2.sh \
+	%reldir%/waitany_reuse-np2.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \

@@ -25,3 +25,9 @@ TESTS += %reldir%/test_engine
 %canon_reldir%_test_engine_SOURCES = %reldir%/test_engine.cc
 %canon_reldir%_test_engine_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_engine_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_outbound
+TESTS += %reldir%/test_outbound
+%canon_reldir%_test_outbound_SOURCES = %reldir%/test_outbound.cc
+%canon_reldir%_test_outbound_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_outbound_LDADD = $(GTEST_CORE_LIBS)

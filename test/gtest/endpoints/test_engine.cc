@@ -489,7 +489,7 @@ TEST_P(engine_modes, iprobe_improbe_mrecv)
     EXPECT_EQ(calls_of(s[2].rec), 0) << "the rendezvous waits for mrecv";
     std::vector<unsigned char> d3(sizes[2] + 16, k_guard);
     mpiv_p2p_status_t st{};
-    eng(1).mrecv(*m3, d3.data(), sizes[2], st);
+    ASSERT_EQ(eng(1).mrecv(*m3, d3.data(), sizes[2], nullptr, st), status::ok);
     EXPECT_EQ(st.error, MPIV_OK);
     EXPECT_EQ(st.bytes, sizes[2]);
     EXPECT_EQ(st.tag, 3);
@@ -497,7 +497,7 @@ TEST_P(engine_modes, iprobe_improbe_mrecv)
     EXPECT_TRUE(guard_intact(d3, sizes[2]));
 
     std::vector<unsigned char> d2(500 + 16, k_guard);
-    eng(1).mrecv(*m2, d2.data(), 500, st);
+    ASSERT_EQ(eng(1).mrecv(*m2, d2.data(), 500, nullptr, st), status::ok);
     EXPECT_EQ(st.error, MPIV_ERR_TRUNCATE);
     EXPECT_EQ(st.bytes, 500u);
     EXPECT_EQ(st.sent, sizes[1]);
@@ -505,7 +505,7 @@ TEST_P(engine_modes, iprobe_improbe_mrecv)
     EXPECT_TRUE(guard_intact(d2, 500));
 
     std::vector<unsigned char> d1(sizes[0], 0);
-    eng(1).mrecv(*m1, d1.data(), d1.size(), st);
+    ASSERT_EQ(eng(1).mrecv(*m1, d1.data(), d1.size(), nullptr, st), status::ok);
     EXPECT_EQ(st.error, MPIV_OK);
     EXPECT_EQ(st.tag, 1);
     EXPECT_TRUE(intact(d1.data(), sizes[0], 300));
@@ -585,7 +585,8 @@ TEST_F(engine_test, sink_receives_pieces_in_order)
     ASSERT_TRUE(until([&] { return eng(1).improbe(comm(1), 0, 9, m, ps) == status::ok; }));
     sink_log got;
     mpiv_p2p_status_t st{};
-    eng(1).mrecv(*m, ep::recv_target{nullptr, src.size(), &sink_log::take, &got}, st);
+    ASSERT_EQ(eng(1).mrecv(*m, ep::recv_target{nullptr, src.size(), &sink_log::take, &got}, nullptr, st),
+              status::ok);
     EXPECT_EQ(st.error, MPIV_OK);
     ASSERT_EQ(got.bytes.size(), src.size());
     EXPECT_TRUE(intact(got.bytes.data(), src.size(), 499));
