@@ -1531,6 +1531,22 @@ void engine::pthread_wait(waiter &w) noexcept
 void engine::pthread_wait_slow(waiter &w, int spins) noexcept
 {
     const bool inline_progress = params_.progress != MPIV_P2P_PROGRESS_SERVER;
+    if (params_.yield_when_idle != 0) {
+        // More processes than PUs: the peer this wait depends on may need this PU. Poll
+        // once, then yield it, for as long as the wait lasts: no spin (it would hold the
+        // PU for the rest of the time slice) and no sleep (a futex wake-up per message).
+        for (;;) {
+            // Acquire: pairs with the acq_rel decrement in wake().
+            if (w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            if (inline_progress && progress() > 0 &&
+                w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            std::this_thread::yield();
+        }
+    }
     for (int i = 0; i < spins; ++i) {
         // Acquire: pairs with the acq_rel decrement in wake().
         if (w.remaining.load(std::memory_order_acquire) <= 0) {

@@ -845,7 +845,10 @@ static bool wait_mpiv_all(size_t n, ompi_request_t **reqs)
          * polls before it registers a waiter: registering, waking and unwinding the wait
          * cost more than the polls, on the path from an arrival back to the application. */
         for (int i = 0; i < MPIV_SERIAL_POLLS && 0 != pending; ++i) {
-            mpiv_p2p_progress(mca_pml_mpiv.engine);
+            /* More processes than PUs: let the peer run between polls. */
+            if (0 == mpiv_p2p_progress(mca_pml_mpiv.engine) && mca_pml_mpiv.yielding) {
+                sched_yield();
+            }
             pending = 0;
             for (size_t j = 0; j < n; ++j) {
                 pending += must_register(reqs[j]);

@@ -37,6 +37,8 @@ typedef struct mca_pml_mpiv_globals {
     int packet_count;
     int queue_slots;
     int idle_time;        /* us of idle polling before a waiting thread sleeps; -1 auto */
+    int yield_when_idle;  /* waiting threads yield between polls: 1, 0, -1 auto */
+    bool yielding;        /* what yield_when_idle resolved to */
     size_t inline_max;    /* largest send that travels in the queue (the engine's) */
     int lock;             /* mpiv_p2p_lock_t */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */

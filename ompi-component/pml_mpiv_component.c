@@ -37,6 +37,7 @@ mca_pml_mpiv_globals_t mca_pml_mpiv = {
     .packet_count = 1024,
     .queue_slots = 1024,
     .idle_time = -1,
+    .yield_when_idle = -1,
     .lock = MPIV_P2P_LOCK_MCS,
     .output = -1,
 };
@@ -123,6 +124,11 @@ static int component_register(void)
             "Microseconds a waiting thread keeps polling with nothing arriving before it "
             "sleeps, 0..1000000; -1 = 1000, or 50 when the node is oversubscribed "
             "(mpi_yield_when_idle)", OPAL_INFO_LVL_5, &mca_pml_mpiv.idle_time);
+    reg_int("yield_when_idle",
+            "Waiting threads poll once and yield the PU between polls, for as long as they "
+            "wait, instead of polling for pml_mpiv_idle_time and then sleeping: 1 = yes, 0 = "
+            "no, -1 = yes when Open MPI's mpi_yield_when_idle is set (by default: when the "
+            "node has more processes than PUs)", OPAL_INFO_LVL_5, &mca_pml_mpiv.yield_when_idle);
     mca_pml_mpiv.server_cpus = "";
     (void) mca_base_component_var_register(
         &mca_pml_mpiv_component.pmlm_version, "server_cpus",
@@ -268,6 +274,11 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
                     mca_pml_mpiv.idle_time);
         return decline("bad pml_mpiv_idle_time");
     }
+    if (mca_pml_mpiv.yield_when_idle < -1 || mca_pml_mpiv.yield_when_idle > 1) {
+        opal_output(0, "pml mpiv: pml_mpiv_yield_when_idle = %d is out of range (-1, 0, 1)",
+                    mca_pml_mpiv.yield_when_idle);
+        return decline("bad pml_mpiv_yield_when_idle");
+    }
     mpiv_set_log_handler(log_to_opal, NULL);
     pus = count_bound_pus(&bound);
     (void) mpiv_p2p_params_default(&params);
@@ -282,6 +293,9 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.idle_us = mca_pml_mpiv.idle_time >= 0 ? (uint32_t) mca_pml_mpiv.idle_time
                      : ompi_mpi_yield_when_idle ? 50u
                                                 : 1000u;
+    mca_pml_mpiv.yielding = mca_pml_mpiv.yield_when_idle < 0 ? ompi_mpi_yield_when_idle
+                                                             : 0 != mca_pml_mpiv.yield_when_idle;
+    params.yield_when_idle = mca_pml_mpiv.yielding;
     params.server_cpu = -1;
     params.progress = MPIV_P2P_PROGRESS_INLINE;
     if (MCA_PML_MPIV_PROGRESS_INLINE != mca_pml_mpiv.progress) {
@@ -310,9 +324,10 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
                         "pml mpiv: selected candidate: %u endpoints, inline up to %zu bytes, eager "
-                        "limit %u, %u packets, idle time %u us, progress %s (server PU %d), lock %s%s",
+                        "limit %u, %u packets, idle time %u us%s, progress %s (server PU %d), lock %s%s",
                         params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
                         params.packet_count, params.idle_us,
+                        mca_pml_mpiv.yielding ? " (waits yield)" : "",
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
                         params.server_cpu, lock_values[params.lock].string,
                         mca_pml_mpiv.serial ? ", serial (no thread-multiple locks)" : "");

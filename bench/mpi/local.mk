@@ -18,7 +18,8 @@ noinst_LTLIBRARIES += %reldir%/libbench_mpi.la
 %canon_reldir%_libbench_mpi_la_CPPFLAGS = $(OMPI_CPPFLAGS)
 %canon_reldir%_libbench_mpi_la_CFLAGS = $(BENCH_MPI_CFLAGS)
 
-benchmpi_PROGRAMS = %reldir%/mt_pingpong %reldir%/msgrate %reldir%/latbw %reldir%/overlap
+benchmpi_PROGRAMS = %reldir%/mt_pingpong %reldir%/msgrate %reldir%/latbw %reldir%/overlap \
+	%reldir%/oversub
 BENCH_MPI_LDADD = %reldir%/libbench_mpi.la $(OMPI_LIBS)
 %canon_reldir%_mt_pingpong_SOURCES = %reldir%/mt_pingpong.c
 %canon_reldir%_mt_pingpong_CPPFLAGS = $(OMPI_CPPFLAGS)
@@ -35,6 +36,11 @@ BENCH_MPI_LDADD = %reldir%/libbench_mpi.la $(OMPI_LIBS)
 %canon_reldir%_latbw_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_latbw_LDFLAGS = $(OMPI_LDFLAGS)
 %canon_reldir%_latbw_LDADD = $(BENCH_MPI_LDADD)
+%canon_reldir%_oversub_SOURCES = %reldir%/oversub.c
+%canon_reldir%_oversub_CPPFLAGS = $(OMPI_CPPFLAGS)
+%canon_reldir%_oversub_CFLAGS = $(BENCH_MPI_CFLAGS)
+%canon_reldir%_oversub_LDFLAGS = $(OMPI_LDFLAGS)
+%canon_reldir%_oversub_LDADD = $(BENCH_MPI_LDADD)
 # ult_pingpong needs mpiv's ULT interface (libmpiv) and pml mpiv: Open MPI only.
 benchmpi_PROGRAMS += %reldir%/ult_pingpong
 %canon_reldir%_ult_pingpong_SOURCES = %reldir%/ult_pingpong.c
@@ -58,7 +64,7 @@ BENCH_MPI_COMMON_DEPS = $(BENCH_MPI_COMMON_SRC) $(srcdir)/%reldir%/bench_common.
 BENCH_MPICH_BUILD = $(AM_V_CC)$(MKDIR_P) %reldir% && $(MPICH_MPICC) $(BENCH_MPI_CFLAGS) \
 	-Wno-stringop-overflow $(CFLAGS) $(LDFLAGS) -o $@
 benchmpi_SCRIPTS = %reldir%/mt_pingpong.mpich %reldir%/msgrate.mpich %reldir%/latbw.mpich \
-	%reldir%/overlap.mpich
+	%reldir%/overlap.mpich %reldir%/oversub.mpich
 CLEANFILES += $(benchmpi_SCRIPTS)
 %reldir%/mt_pingpong.mpich: $(srcdir)/%reldir%/mt_pingpong.c $(BENCH_MPI_COMMON_DEPS)
 	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/mt_pingpong.c $(BENCH_MPI_COMMON_SRC) $(LIBS)
@@ -66,6 +72,8 @@ CLEANFILES += $(benchmpi_SCRIPTS)
 	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/msgrate.c $(BENCH_MPI_COMMON_SRC) $(LIBS)
 %reldir%/latbw.mpich: $(srcdir)/%reldir%/latbw.c $(BENCH_MPI_COMMON_DEPS)
 	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/latbw.c $(BENCH_MPI_COMMON_SRC) $(LIBS)
+%reldir%/oversub.mpich: $(srcdir)/%reldir%/oversub.c $(BENCH_MPI_COMMON_DEPS)
+	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/oversub.c $(BENCH_MPI_COMMON_SRC) $(LIBS)
 %reldir%/overlap.mpich: $(srcdir)/%reldir%/overlap.c
 	$(BENCH_MPICH_BUILD) $(srcdir)/%reldir%/overlap.c $(LIBS)
 endif

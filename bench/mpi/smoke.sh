@@ -6,8 +6,8 @@
 # that a data mismatch between the two processes and a bad option end in non-zero exits.
 #
 # usage: smoke.sh BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
-#   BINDIR holds mt_pingpong, msgrate, latbw, overlap, ult_pingpong and, for MPICH, the
-#   .mpich builds of the first four.
+#   BINDIR holds mt_pingpong, msgrate, latbw, overlap, oversub, ult_pingpong and, for MPICH,
+#   the .mpich builds of the first five.
 # Environment: MPIV_BUILDDIR, the top build directory whose ompi-component/.libs holds
 #   mca_pml_mpiv.so (else an installed mpiv is used, else ult_pingpong is not run), and
 #   OMPI_PKGLIBDIR, Open MPI's component directory (default: ask ompi_info).
@@ -114,6 +114,13 @@ smoke_impl() {
     run "latbw-$impl" "${launch[@]}" "$bindir/latbw$suffix" -s 0,1k,1M "${args[@]}" &&
         expect_points "$tmp/latbw-$impl.out" latbw "$impl" 1 "0 1024 1048576" \
             "rate lat_mean lat_p50 lat_p99 msg_rate bw"
+    run "oversub_fan-$impl" "${launch[@]}" "$bindir/oversub$suffix" --pattern fan -n 50 \
+        --label "$impl" &&
+        expect_points "$tmp/oversub_fan-$impl.out" oversub_fan "$impl" 1 12 "rate round_us"
+    run "oversub_pairs-$impl" "${launch[@]}" "$bindir/oversub$suffix" --pattern pairs -n 50 \
+        -s 8 --label "$impl" &&
+        expect_points "$tmp/oversub_pairs-$impl.out" oversub_pairs "$impl" 1 8 \
+            "lat_mean msg_rate"
     run "overlap-$impl" "${launch[@]}" "$bindir/overlap$suffix" --sizes 0,64k --work-us 0,20 \
         --reps 2 --warmup 1 --impl "$impl" &&
         expect_overlap "$tmp/overlap-$impl.out" "$impl" "0 65536" "0 20"

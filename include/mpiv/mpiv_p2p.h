@@ -93,11 +93,16 @@ typedef struct mpiv_p2p_params {
     int serialized;           /**< nonzero: the caller's calls never overlap (an MPI library
                                    below MPI_THREAD_MULTIPLE); with inline progress the
                                    engine then skips its process-local locks */
+    int yield_when_idle;      /**< nonzero: a waiting pthread polls and yields its PU
+                                   between polls, for as long as it waits, instead of
+                                   spinning and then sleeping (for nodes with more processes
+                                   than PUs, where a spinner holds the PU its peer needs
+                                   and a sleeper costs a wake-up per message) */
 } mpiv_p2p_params_t;
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
- *  1000 us of idle polling before a sleep, not serialized). */
+ *  1000 us of idle polling before a sleep, not serialized, no yielding waits). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet.
