@@ -48,6 +48,7 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->complete = nullptr;
     params->idle_us = 1000;
     params->serialized = 0;
+    params->fault = nullptr;
     params->yield_when_idle = 0;
     return MPIV_OK;
 }

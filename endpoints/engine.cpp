@@ -29,6 +29,8 @@ constexpr std::uint64_t k_segment_magic = 0x6d70697673656701ull; // "mpivseg" + 
 constexpr std::uint32_t k_address_version = 1;
 constexpr std::size_t k_page = 4096;
 constexpr int k_drain_batch = 64;
+constexpr int k_idle_clock_polls = 256; // idle polls between two looks at the clock
+constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
 constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_endpoints = 256;
 constexpr std::uint32_t k_max_eager = 1U << 20;
@@ -103,6 +105,9 @@ thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))
 // touched when a thread first keeps a spare, frees it at thread exit.
 static_assert(std::is_trivially_destructible_v<inmsg>, "spare inmsgs are reused in place");
 thread_local inmsg *tl_spare __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Drains of inbound queues the calling thread is inside (see engine::reap()).
+thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
 struct spare_release {
     ~spare_release()
     {
@@ -293,6 +298,7 @@ engine::~engine()
     // Relaxed: join() orders the server's last accesses before the teardown below.
     stop_.store(true, std::memory_order_relaxed);
     if (server_.joinable()) {
+        ring(doorbell_, sleeping_); // it may sleep on the doorbell
         server_.join();
     }
     // Acquire: pairs with each poller's release decrement; they end once no ULT waits.
@@ -307,10 +313,29 @@ engine::~engine()
         delete m;
         m = next;
     }
+    // Messages nobody received are freed with their communicators (the table goes too).
+    const auto free_messages = [](comm_state &c) noexcept {
+        try {
+            c.match([](auto &m) {
+                m.release_messages([](match::msg_node &n) { delete static_cast<inmsg *>(&n); });
+            });
+        } catch (const std::bad_alloc &) {
+            // Leaked: the process is ending its use of mpiv.
+        }
+    };
     if (comms_ != nullptr) {
         for (std::size_t i = 0; i < (std::size_t{1} << 16); ++i) {
-            delete comms_[i].load(std::memory_order_relaxed);
+            if (comm_state *c = comms_[i].load(std::memory_order_relaxed)) {
+                free_messages(*c);
+                delete c;
+            }
         }
+    }
+    for (auto &c : graveyard_) {
+        free_messages(*c);
+    }
+    for (auto &c : kept_) {
+        free_messages(*c);
     }
 }
 
@@ -329,14 +354,38 @@ void engine::server_loop() noexcept
             hwloc_topology_destroy(topo);
         }
     }
+    // Polls while events come; after params_.idle_us without one it sleeps on the
+    // doorbell, as a progress owner does (owner_loop()): senders and local posters ring it.
+    const auto idle_budget = std::chrono::microseconds(params_.idle_us);
+    auto idle_since = std::chrono::steady_clock::now();
     unsigned idle = 0;
-    // Relaxed: stop_ only ends the loop; join() in the destructor provides the ordering.
+    // Relaxed: stop_ only ends the loop; join() in the destructor provides the ordering
+    // (and the destructor rings the doorbell).
     while (!stop_.load(std::memory_order_relaxed)) {
         if (progress() > 0) {
             idle = 0;
-        } else if (++idle > 64) {
-            std::this_thread::yield();
+            continue;
         }
+        if (++idle == 1) {
+            idle_since = std::chrono::steady_clock::now();
+        }
+        if (idle <= 64) {
+            continue;
+        }
+        if (idle % k_idle_clock_polls != 0 ||
+            std::chrono::steady_clock::now() - idle_since < idle_budget) {
+            std::this_thread::yield();
+            continue;
+        }
+        idle = 0;
+        const std::uint32_t seen = doorbell_->load(std::memory_order_relaxed);
+        sleeping_->fetch_add(1, std::memory_order_relaxed);
+        // seq_cst fence: Dekker with ring() (see there).
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (inbound_idle() && !stop_.load(std::memory_order_relaxed)) {
+            base::futex_wait_for(*doorbell_, seen, k_doorbell_timeout_ns, true);
+        }
+        sleeping_->fetch_sub(1, std::memory_order_relaxed);
     }
 }
 
@@ -378,23 +427,44 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
     auto *base = static_cast<std::byte *>(p.seg.base());
     auto *h = reinterpret_cast<segment_header *>(base);
     // Acquire: pairs with the owner's release store of the magic in init().
-    if (h->magic.load(std::memory_order_acquire) != k_segment_magic ||
-        h->region_offset + h->region_bytes > a.bytes || h->endpoints == 0) {
+    if (h->magic.load(std::memory_order_acquire) != k_segment_magic) {
         base::log(base::log_level::error, "mpiv_p2p_connect: segment of peer %u is not an mpiv segment", peer);
         return status::invalid_arg;
     }
+    // The geometry is the peer's word: each field is read once, and the queues and the
+    // region it places must lie inside the mapping, after the header, without overlap.
+    const std::uint64_t endpoints = h->endpoints;
+    const std::uint64_t queue_offset = h->queue_offset;
+    const std::uint64_t queue_stride = h->queue_stride;
+    const std::uint64_t region_offset = h->region_offset;
+    const std::uint64_t region_bytes = h->region_bytes;
+    if (endpoints == 0 || endpoints > k_max_endpoints || queue_offset < sizeof(segment_header) ||
+        queue_stride == 0 || queue_stride > a.bytes || queue_offset > a.bytes ||
+        queue_offset + endpoints * queue_stride > region_offset || region_offset > a.bytes ||
+        region_bytes > a.bytes - region_offset) {
+        base::log(base::log_level::error,
+                  "mpiv_p2p_connect: segment of peer %u has a bad geometry (%llu endpoints, "
+                  "queues at %llu + n * %llu, region at %llu, %llu bytes, segment %llu bytes)",
+                  peer, static_cast<unsigned long long>(endpoints),
+                  static_cast<unsigned long long>(queue_offset),
+                  static_cast<unsigned long long>(queue_stride),
+                  static_cast<unsigned long long>(region_offset),
+                  static_cast<unsigned long long>(region_bytes),
+                  static_cast<unsigned long long>(a.bytes));
+        return status::invalid_arg;
+    }
     try {
-        p.queues = std::vector<shm::mpsc_queue<>>(h->endpoints);
+        p.queues = std::vector<shm::mpsc_queue<>>(endpoints);
     } catch (const std::bad_alloc &) {
         return status::nomem;
     }
-    for (std::uint32_t i = 0; i < h->endpoints; ++i) {
-        s = p.queues[i].attach(base + h->queue_offset + i * h->queue_stride, h->queue_stride);
+    for (std::uint64_t i = 0; i < endpoints; ++i) {
+        s = p.queues[i].attach(base + queue_offset + i * queue_stride, queue_stride);
         if (s != status::ok) {
             return s;
         }
     }
-    s = p.region.attach(base + h->region_offset, h->region_bytes);
+    s = p.region.attach(base + region_offset, region_bytes);
     if (s != status::ok) {
         return s;
     }
@@ -483,6 +553,7 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
         mine = next;
     }
     comm_p = raw;
+    reap(); // communicators destroyed from inside a drain
     return status::ok;
 }
 
@@ -506,17 +577,63 @@ status engine::comm_set_assertions(comm_state &comm, unsigned assertions) noexce
 
 status engine::comm_destroy(comm_state *comm) noexcept
 {
-    std::lock_guard<std::mutex> guard(pending_mu_);
-    if (comms_[comm->cid].load(std::memory_order_relaxed) != comm) {
-        return status::invalid_handle;
+    {
+        std::lock_guard<std::mutex> guard(pending_mu_);
+        if (comms_[comm->cid].load(std::memory_order_relaxed) != comm) {
+            return status::invalid_handle;
+        }
+        // Relaxed: reap() publishes it to every later drain through the queue locks.
+        comms_[comm->cid].store(nullptr, std::memory_order_relaxed);
     }
-    comms_[comm->cid].store(nullptr, std::memory_order_relaxed);
-    try {
-        graveyard_.emplace_back(comm);
-    } catch (const std::bad_alloc &) {
-        // Leak it rather than free state a progress thread may still read.
+    {
+        std::lock_guard<std::mutex> guard(graveyard_mu_);
+        try {
+            graveyard_.emplace_back(comm);
+        } catch (const std::bad_alloc &) {
+            return status::ok; // leak it rather than free state a drain may still read
+        }
     }
+    reap();
     return status::ok;
+}
+
+void engine::reap() noexcept
+{
+    // A thread inside a drain (a completion that released the last reference to a
+    // communicator) cannot wait for drains: a later call reaps.
+    if (tl_draining != 0) {
+        return;
+    }
+    std::vector<std::unique_ptr<comm_state>> dead;
+    {
+        std::lock_guard<std::mutex> guard(graveyard_mu_);
+        dead.swap(graveyard_);
+    }
+    if (dead.empty()) {
+        return;
+    }
+    // Every drain that read a pointer before it was cleared is over once each queue's
+    // drain lock has been free once since; later drains see the cleared pointers (the
+    // lock's release and acquire order the clearing before them). A serial engine's
+    // drains run on this thread only.
+    if (!serial_) {
+        for (auto &q : inbound_) {
+            q.quiesce();
+        }
+    }
+    std::lock_guard<std::mutex> guard(graveyard_mu_);
+    for (auto &c : dead) {
+        if (c->match([](auto &m) { return m.holds_messages(); })) {
+            base::log(base::log_level::debug,
+                      "mpiv: communicator %u freed while messages wait in it: its state is "
+                      "kept until finalize", c->cid);
+            try {
+                kept_.push_back(std::move(c));
+            } catch (const std::bad_alloc &) {
+                (void)c.release(); // leaked, never freed under its table entries
+            }
+        }
+    }
 }
 
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
@@ -586,6 +703,9 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         // No packet: go rendezvous rather than wait. Unexpected messages keep their packets
         // until their receives, which may come only after this message (MPI's progress
         // rule: Isend(1), Isend(2) against Recv(2), Recv(1) completes).
+        if (!op.queued_ack && (op.w.u.ref.token = tokens_.issue(&op)) == 0) {
+            return false; // no memory to name it: retry later
+        }
         op.w.kind = wire_kind::rts;
         op.w.u.ref.where = reinterpret_cast<std::uintptr_t>(op.buf);
         op.queued_ack = true;
@@ -629,6 +749,8 @@ void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
     // order).
     p.out_count.fetch_add(1, std::memory_order_relaxed);
     outbound_count_.fetch_add(1, std::memory_order_relaxed);
+    // A server or progress owner asleep on this process's doorbell must retry the list.
+    ring(doorbell_, sleeping_);
 }
 
 bool engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
@@ -808,11 +930,9 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         }
     } else if (bytes <= params_.eager_limit) {
         w.kind = wire_kind::eager_packet;
-        w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     } else {
         w.kind = wire_kind::rts;
         w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);
-        w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     }
     return launch(op, st);
 }
@@ -839,7 +959,6 @@ status engine::isend_gather(comm_state &comm, std::uint32_t peer, std::int32_t s
     w.kind = wire_kind::rts;
     w.flags |= k_wire_gather;
     w.u.ref.where = reinterpret_cast<std::uintptr_t>(iov);
-    w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     w.u.ref.spare = iovcnt;
     return launch(op, st);
 }
@@ -859,15 +978,22 @@ status engine::isend_streamed(comm_state &comm, std::uint32_t peer, std::int32_t
     w.kind = wire_kind::rts;
     w.flags |= k_wire_streamed;
     w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);
-    w.u.ref.token = reinterpret_cast<std::uintptr_t>(&op);
     w.u.ref.spare = reinterpret_cast<std::uintptr_t>(ready);
     return launch(op, st);
 }
 
 inline status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
 {
-    const wire &w = op.w;
+    wire &w = op.w;
     op.queued_ack = (w.flags & k_wire_sync) != 0 || w.kind == wire_kind::rts;
+    if (op.queued_ack) {
+        // The name the receiver's ACK or FIN gives back (see token_table).
+        w.u.ref.token = tokens_.issue(&op);
+        if (w.u.ref.token == 0) {
+            base::log(base::log_level::error, "mpiv: no memory to name a send that waits");
+            return status::nomem;
+        }
+    }
     bool waits = true;
     // Sends wait behind those queued for the same peer (a thread's sends keep their
     // order); a queued send, inline ones too, is in progress until it is pushed. After a
@@ -996,7 +1122,7 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
     if ((w.flags & k_wire_gather) != 0) {
         try {
             list.resize(static_cast<std::size_t>(w.u.ref.spare));
-        } catch (const std::bad_alloc &) {
+        } catch (const std::exception &) { // bad_alloc, or length_error for a huge count
             base::log(base::log_level::error, "mpiv: no memory for a %llu-entry gather list",
                       static_cast<unsigned long long>(w.u.ref.spare));
             return MPIV_ERR_NOMEM;
@@ -1135,9 +1261,13 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
     match::match_list matched;
     const status s = comm.match([&](auto &c) { return c.arrive(m, env, matched); });
     if (s != status::ok) {
-        base::log(base::log_level::error,
-                  "mpiv: dropping a message with a bad envelope (cid %u source %d tag %d): %s",
-                  m.w.cid, m.w.source, m.w.tag, mpiv_status_string(to_c(s)));
+        // An envelope the communicator cannot take (a source outside it), or no memory for
+        // the sender's state: either way later messages of this sender could wait for it
+        // for ever; say so (the component ends the job).
+        char what[128];
+        std::snprintf(what, sizeof what, "a message for communicator %u from rank %d, tag %d: %s",
+                      m.w.cid, m.w.source, m.w.tag, mpiv_status_string(to_c(s)));
+        fault(m.w.from, what);
         free_inmsg(&m);
         return;
     }
@@ -1145,6 +1275,108 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
         auto &im = static_cast<inmsg &>(*mn);
         complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
     }
+}
+
+void engine::fault(std::uint32_t peer, const char *what) noexcept
+{
+    // A message can only be blamed on the other, connected, peer it names: one that names
+    // this process or no connected peer may come from anyone.
+    if (peer >= params_.num_peers || peer == params_.self || !peers_[peer].connected) {
+        peer = MPIV_P2P_PEER_UNKNOWN;
+    }
+    std::atomic<bool> &reported =
+        peer < params_.num_peers ? peers_[peer].faulted : unknown_faulted_;
+    // Relaxed: only makes the report once per peer.
+    if (reported.exchange(true, std::memory_order_relaxed)) {
+        return;
+    }
+    if (peer < params_.num_peers) {
+        base::log(base::log_level::error, "mpiv: peer %u wrote invalid data into shared memory: %s",
+                  peer, what);
+    } else {
+        base::log(base::log_level::error,
+                  "mpiv: invalid data in shared memory, from a peer that cannot be named: %s",
+                  what);
+    }
+    if (params_.fault != nullptr) {
+        params_.fault(peer < params_.num_peers ? peer : MPIV_P2P_PEER_UNKNOWN, what);
+    }
+}
+
+void engine::handle_control(const wire &w) noexcept
+{
+    // The token must name a live send of this process to the peer that answers, of the
+    // kind that waits for this answer (ACK: synchronous eager; FIN: rendezvous).
+    send_op *op = tokens_.peek(w.u.ref.token);
+    const wire_kind expects = w.kind == wire_kind::ack ? wire_kind::eager_packet : wire_kind::rts;
+    if (op == nullptr || op->peer != w.from || op->w.kind != expects ||
+        (op = tokens_.redeem(w.u.ref.token)) == nullptr) {
+        char what[96];
+        std::snprintf(what, sizeof what, "%s with token %#llx, which names no send of ours to it",
+                      w.kind == wire_kind::ack ? "an ACK" : "a FIN",
+                      static_cast<unsigned long long>(w.u.ref.token));
+        fault(w.from, what);
+        return;
+    }
+    mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
+    params_.complete(op->user, &st);
+}
+
+bool engine::valid_arrival(const wire &w, std::size_t more_bytes) noexcept
+{
+    char what[128];
+    if (w.from >= params_.num_peers || !peers_[w.from].connected) {
+        std::snprintf(what, sizeof what, "a message names sender %u, not a connected peer",
+                      w.from);
+        fault(w.from, what);
+        return false;
+    }
+    switch (w.kind) {
+    case wire_kind::eager_inline:
+        if (w.inline_bytes != w.size || w.size > k_inline_max ||
+            (w.size > k_wire_inline && w.size - k_wire_inline > more_bytes)) {
+            std::snprintf(what, sizeof what,
+                          "an inline message of %llu bytes (%u inline, %zu in the queue)",
+                          static_cast<unsigned long long>(w.size), w.inline_bytes,
+                          more_bytes + k_wire_inline);
+            fault(w.from, what);
+            return false;
+        }
+        return true;
+    case wire_kind::eager_packet:
+        if (w.size > peers_[w.from].region.packet_size()) {
+            std::snprintf(what, sizeof what, "a packet message of %llu bytes (packets hold %u)",
+                          static_cast<unsigned long long>(w.size),
+                          peers_[w.from].region.packet_size());
+            fault(w.from, what);
+            return false;
+        }
+        return true;
+    default: // rts
+        break;
+    }
+    if ((w.flags & k_wire_gather) != 0 && w.u.ref.spare > 256 && w.u.ref.spare - 256 > w.size) {
+        std::snprintf(what, sizeof what, "a gather list of %llu ranges for %llu bytes",
+                      static_cast<unsigned long long>(w.u.ref.spare),
+                      static_cast<unsigned long long>(w.size));
+        fault(w.from, what);
+        return false;
+    }
+    if (w.from == params_.self) {
+        // Its addresses are read in this process: it must be one of our live sends, as the
+        // send itself described it.
+        const send_op *op = tokens_.peek(w.u.ref.token);
+        constexpr std::uint8_t k_layout = k_wire_gather | k_wire_streamed;
+        if (op == nullptr || op->peer != params_.self || op->w.kind != wire_kind::rts ||
+            op->w.size != w.size || op->w.u.ref.where != w.u.ref.where ||
+            op->w.u.ref.spare != w.u.ref.spare || (op->w.flags & k_layout) != (w.flags & k_layout)) {
+            fault(w.from,
+                  "a rendezvous message claims to come from this process but matches none of "
+                  "its sends");
+            return false;
+        }
+    }
+    return true;
 }
 
 void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
@@ -1156,9 +1388,7 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     case wire_kind::fin: {
         wire w;
         std::memcpy(&w, msg, sizeof w);
-        auto *op = reinterpret_cast<send_op *>(static_cast<std::uintptr_t>(w.u.ref.token));
-        mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
-        params_.complete(op->user, &st);
+        handle_control(w);
         return;
     }
     case wire_kind::eager_inline:
@@ -1167,10 +1397,15 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
         break;
     case wire_kind::pad:
         return;
-    default:
-        base::log(base::log_level::error, "mpiv: unknown wire kind %u dropped",
-                  static_cast<unsigned>(kind));
+    default: {
+        std::uint32_t from;
+        std::memcpy(&from, msg + offsetof(wire, from), sizeof from);
+        char what[64];
+        std::snprintf(what, sizeof what, "a message of unknown kind %u",
+                      static_cast<unsigned>(kind));
+        fault(from, what);
         return;
+    }
     }
     inmsg *m = alloc_inmsg();
     if (m == nullptr) {
@@ -1179,28 +1414,24 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     }
     std::memcpy(&m->w, msg, sizeof m->w); // straight from the drained copy
     const wire &w = m->w;
-    const unsigned char *more = msg + sizeof w;
     const std::size_t more_bytes = bytes - sizeof w;
     m->packet = nullptr;
     m->next_pending = nullptr;
-    if (w.kind == wire_kind::eager_inline && w.inline_bytes > k_wire_inline) {
-        const std::size_t rest = w.inline_bytes - k_wire_inline;
-        if (w.inline_bytes != w.size || rest > std::min(more_bytes, k_inline_more)) {
-            base::log(base::log_level::error, "mpiv: bad inline message from peer %u dropped",
-                      w.from);
-            free_inmsg(m);
-            return;
-        }
-        std::memcpy(m->more, more, rest);
+    if (!valid_arrival(w, more_bytes)) {
+        free_inmsg(m);
+        return;
     }
     if (w.kind == wire_kind::eager_packet) {
         void *p = nullptr;
-        if (w.from >= params_.num_peers || peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
-            base::log(base::log_level::error, "mpiv: bad packet offset from peer %u dropped", w.from);
+        if (peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
+            fault(w.from, "a packet offset outside its packet region");
             free_inmsg(m);
             return;
         }
         m->packet = p;
+    }
+    if (w.kind == wire_kind::eager_inline && w.size > k_wire_inline) {
+        std::memcpy(m->more, msg + sizeof w, w.size - k_wire_inline);
     }
     // Acquire: pairs with the release store in comm_create().
     comm_state *c = comms_[w.cid].load(std::memory_order_acquire);
@@ -1289,8 +1520,10 @@ int engine::progress() noexcept
             tsan_popped();
             handle(static_cast<const unsigned char *>(payload), bytes);
         };
+        ++tl_draining;
         const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
                               : q.drain(on_message, k_drain_batch);
+        --tl_draining;
         if (k > 0) {
             events += k;
         }
@@ -1356,8 +1589,6 @@ waiter &my_pthread_waiter()
 // (latency), short when other threads wait too (they need the CPU more).
 constexpr int k_spin_polls_alone = 4096;
 constexpr int k_spin_polls_crowd = 64;
-constexpr int k_idle_clock_polls = 256; // idle polls between two looks at the clock
-constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
 constexpr long k_park_timeout_ns = 10000000;     // parked: re-check ownership every 10 ms
 } // namespace
 

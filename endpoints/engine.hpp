@@ -10,9 +10,15 @@
 //   sequence), size, and either payload inline (24 bytes in the header, up to 392 more in
 //   the following slots of the same queue message: 416 in all), a packet offset in the
 //   sender's region, or (rendezvous) the sender's buffer address or its list of ranges
-//   (gather). The sender's operation address travels as a token and comes back in ACK
-//   (synchronous eager send, after the match) and FIN (rendezvous, after the receiver's
-//   process_vm_readv copy).
+//   (gather). A token naming the sender's operation (token_table: an index and a
+//   generation, never an address) comes back in ACK (synchronous eager send, after the
+//   match) and FIN (rendezvous, after the receiver's process_vm_readv copy).
+// - Trust. Nothing another process writes is used unchecked: the geometry of its segment
+//   (connect), queue stamps and positions (mpsc_queue), packet lists and offsets (pool),
+//   every wire field (sender index, kind, sizes, tokens; a rendezvous claiming to come
+//   from this process must name one of its own live sends). An invalid message is
+//   dropped and reported through params.fault, once per peer (the component then ends
+//   the job): it never makes this process read or write outside what it owns or maps.
 // - Matching. Each communicator is a match::basic_comm (full MPI rules) whose TLP lock
 //   kind is an engine parameter (P-MCS-MCS, P-HMCS-MCS, ticket); an arrival becomes an
 //   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
@@ -45,8 +51,11 @@
 //   counts. The words other processes write (queue tails and slots, doorbells, packet
 //   lists) keep their atomics.
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
-//   owned by the engine until delivered. A destroyed communicator's object is kept until
-//   the engine is destroyed, so a progress thread never touches freed matching state.
+//   owned by the engine until delivered. A destroyed communicator's object is freed once
+//   every queue drain that may have read its pointer is over (reap(): each inbound queue's
+//   drain lock is taken and released once, by a thread that is not draining itself), so
+//   a progress thread never touches freed matching state; one whose messages still wait
+//   in the table (an erroneous program) is kept until the engine is destroyed.
 #pragma once
 
 #include <atomic>
@@ -66,6 +75,7 @@
 #include "base/status.hpp"
 #include "endpoints/shm/mpsc_queue.hpp"
 #include "endpoints/shm/segment.hpp"
+#include "endpoints/token_table.hpp"
 #include "matching/comm.hpp"
 #include "matching/table.hpp"
 #include "pool/packet_pool.hpp"
@@ -226,6 +236,7 @@ struct peer_state {
     std::vector<shm::mpsc_queue<>> queues;
     pool::packet_region<> region;
     bool connected = false;
+    std::atomic<bool> faulted{false}; // its fault was reported
     // Non-zero while the list holds items (relaxed hint; the list itself is read under
     // out_mu). A send to this peer goes behind them.
     alignas(k_false_sharing) std::atomic<std::uint32_t> out_count{0};
@@ -319,6 +330,8 @@ class engine {
     void wait_settle(waiter *w, std::int32_t total) noexcept;
 
   private:
+    friend struct engine_test_access;
+
     // Address published through the modex.
     struct address_t {
         std::uint32_t version;
@@ -380,6 +393,13 @@ class engine {
     [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
     int drain_outbound() noexcept;
     int drain_peer(peer_state &p) noexcept;
+    // Invalid data that claims to come from @p peer: report it once per peer (params_.fault,
+    // and the log); a claim of this process, or of no connected peer, names nobody
+    // (MPIV_P2P_PEER_UNKNOWN).
+    void fault(std::uint32_t peer, const char *what) noexcept;
+    // A message's checks before it is matched: false (reported) drops it.
+    bool valid_arrival(const wire &w, std::size_t more_bytes) noexcept;
+    void handle_control(const wire &w) noexcept;
     void server_loop() noexcept;
     [[gnu::always_inline]] void ring(std::atomic<std::uint32_t> *doorbell,
                                      std::atomic<std::uint32_t> *sleeping) noexcept;
@@ -407,13 +427,21 @@ class engine {
     pool::packet_pool<> pool_;
     std::vector<shm::mpsc_queue<>> inbound_;
     std::unique_ptr<peer_state[]> peers_;
+    token_table<send_op> tokens_; // sends waiting for ACK/FIN, named to peers by token
+    std::atomic<bool> unknown_faulted_{false};
     std::unique_ptr<match::table> table_;
     std::unique_ptr<std::atomic<comm_state *>[]> comms_; // indexed by context id
 
-    // Arrivals for context ids without a communicator; communicators destroyed.
+    // Arrivals for context ids without a communicator.
     std::mutex pending_mu_;
     inmsg *pending_ = nullptr;
-    std::vector<std::unique_ptr<comm_state>> graveyard_;
+    // Destroyed communicators not freed yet: reap() frees them once no drain that may
+    // have read their pointer runs; those whose messages still wait in the table are kept
+    // until the engine goes (their table entries name them).
+    std::mutex graveyard_mu_;
+    std::vector<std::unique_ptr<comm_state>> graveyard_; // graveyard_mu_
+    std::vector<std::unique_ptr<comm_state>> kept_;      // graveyard_mu_
+    void reap() noexcept;
     std::mutex peers_mu_; // serializes connect()
     std::atomic<std::uint32_t> *doorbell_ = nullptr; // this segment's, see pthread_wait
     std::atomic<std::uint32_t> *sleeping_ = nullptr;

@@ -198,6 +198,16 @@ class basic_comm {
     std::uint16_t cid() const noexcept { return cid_; }
     /// The number of ranks that can send to us.
     std::int32_t size() const noexcept { return size_; }
+    /// Whether messages may still wait here (unexpected, or held for their turn): then its
+    /// table entries outlive it, and it must not be destroyed. Conservative: in no-wild
+    /// mode unexpected messages are in no list, so the answer is true.
+    /// @context no other call on this communicator may run (it is being freed)
+    bool holds_messages() noexcept;
+    /// Hand every message that waits here (unexpected in the table's FIFOs of this context
+    /// id, or held for its turn) to @p fn, which owns it from then on. The table keeps its
+    /// entries for them: only for the teardown of the whole table, after which nothing
+    /// reads it. @context no other call on the table may run; O(buckets)
+    template <class Fn> void release_messages(Fn &&fn);
     /// The k_assert_* flags.
     unsigned assertions() const noexcept { return assertions_.load(std::memory_order_relaxed); }
 

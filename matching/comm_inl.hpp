@@ -493,6 +493,50 @@ void basic_comm<Lock>::hold(detail::peer &p, msg_node &m) noexcept
 }
 
 template <class Lock>
+bool basic_comm<Lock>::holds_messages() noexcept
+{
+    base::lock_guard<Lock> g(tlp_);
+    if (!wild() || unexp_head_ != nullptr) {
+        return true;
+    }
+    for (std::int32_t i = 0; i < size_; ++i) {
+        // Relaxed: no call runs concurrently (see the declaration).
+        const detail::peer *p = peers_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+        if (p != nullptr && p->held != nullptr) {
+            return true;
+        }
+    }
+    return false;
+}
+
+template <class Lock>
+template <class Fn>
+void basic_comm<Lock>::release_messages(Fn &&fn)
+{
+    std::vector<msg_node *> all; // collected first: fn may free what the walks read
+    table_.for_each_queue(cid_, side::msg, [&all](detail::link &tail) {
+        detail::link *n = &tail;
+        do {
+            n = n->next_;
+            all.push_back(&as_msg(*n));
+        } while (n != &tail);
+    });
+    for (std::int32_t i = 0; i < size_; ++i) {
+        // Relaxed: no call runs concurrently (see the declaration).
+        detail::peer *p = peers_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+        for (detail::link *h = p != nullptr ? p->held : nullptr; h != nullptr; h = h->next_) {
+            all.push_back(&as_msg(*h));
+        }
+        if (p != nullptr) {
+            p->held = nullptr;
+        }
+    }
+    for (msg_node *m : all) {
+        fn(*m);
+    }
+}
+
+template <class Lock>
 msg_node *basic_comm<Lock>::take_held(detail::peer &p) noexcept
 {
     detail::link *h = p.held;

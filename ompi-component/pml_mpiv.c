@@ -38,6 +38,7 @@
 #include "ompi/mca/pml/base/pml_base_bsend.h"
 #include "ompi/message/message.h"
 #include "ompi/proc/proc.h"
+#include "ompi/runtime/mpiruntime.h"
 
 #include <mpiv/mpiv.h>
 
@@ -302,6 +303,20 @@ void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
         break;
     }
     req_done(req);
+}
+
+/* Messages that depended on what the peer wrote may never complete: end the job with a
+ * message rather than leave it hanging or use the data. */
+void mca_pml_mpiv_fault(uint32_t peer, const char *what)
+{
+    if (MPIV_P2P_PEER_UNKNOWN == peer) {
+        opal_output(0, "pml mpiv: invalid data in shared memory, from a process that cannot "
+                       "be named: %s; aborting the job", what);
+    } else {
+        opal_output(0, "pml mpiv: process %u (rank %u of MPI_COMM_WORLD) wrote invalid data "
+                       "into shared memory: %s; aborting the job", peer, peer, what);
+    }
+    ompi_mpi_abort(&ompi_mpi_comm_world.comm, 1);
 }
 
 /* ------------------------------------------------------------------ peers */
@@ -583,8 +598,9 @@ static int start_bsend(mca_pml_mpiv_request_t *req, uint32_t peer)
         return OMPI_ERR_BUFFER;
     }
     pack_into(req->datatype, req->count, req->buf, copy, bytes);
+    /* The copy's request holds the communicator too: freeing it must wait for the send. */
     inner = req_alloc(MPIV_REQ_BSEND_COPY, false, NULL, 0, NULL, req->peer, req->tag,
-                      MCA_PML_BASE_SEND_STANDARD, NULL);
+                      MCA_PML_BASE_SEND_STANDARD, req->comm);
     if (NULL == inner) {
         mca_pml_base_bsend_request_free(copy);
         return OMPI_ERR_OUT_OF_RESOURCE;

@@ -107,6 +107,8 @@ int mca_pml_mpiv_del_comm(struct ompi_communicator_t *comm);
 
 /* the engine's completion callback */
 void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);
+/* The engine's fault callback: a peer wrote invalid data into shared memory; ends the job. */
+void mca_pml_mpiv_fault(uint32_t peer, const char *what);
 
 /* lifetime of the module's state (pml_mpiv.c), used by the component */
 int mca_pml_mpiv_module_init(void);

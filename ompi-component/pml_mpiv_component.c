@@ -289,6 +289,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.eager_limit = (uint32_t) mca_pml_mpiv.eager_limit;
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
     params.complete = mca_pml_mpiv_complete;
+    params.fault = mca_pml_mpiv_fault;
     params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;
     params.idle_us = mca_pml_mpiv.idle_time >= 0 ? (uint32_t) mca_pml_mpiv.idle_time
                      : ompi_mpi_yield_when_idle ? 50u

@@ -29,7 +29,11 @@
 // - When not to use: as the only pool of a many-threaded process: every operation writes
 //   the same head line, which then bounces between cores (seed 000 reports a centralized
 //   lock-free pool at >2 us per operation with 14 threads). Use it behind per-worker caches
-//   (packet_pool) or where few threads meet. It does not validate indexes.
+//   (packet_pool) or where few threads meet.
+// - Untrusted state: when other processes can write the head and the links (a shared
+//   segment), pop() never reads or returns an index outside 0 .. count-1: a corrupted head
+//   or link makes it fail with status::internal instead (the caller treats the stack as
+//   unusable). push() trusts its caller's index.
 #pragma once
 
 #include <atomic>
@@ -48,13 +52,14 @@ template <template <class> class Atom = std::atomic> class index_stack {
 
     /// @brief Bind the view to its state.
     /// @param[in] head the tagged head word, on its own cache line when shared
-    /// @param[in] links one link per index: the stack holds indexes 0 .. n-1 (n < k_nil)
-    ///            when @p links has n entries
+    /// @param[in] links one link per index: the stack holds indexes 0 .. count-1
+    /// @param[in] count entries of @p links (count < k_nil)
     /// @context not thread-safe; once per view before any other call
-    void bind(Atom<std::uint64_t> *head, Atom<std::uint32_t> *links) noexcept
+    void bind(Atom<std::uint64_t> *head, Atom<std::uint32_t> *links, std::uint32_t count) noexcept
     {
         head_ = head;
         links_ = links;
+        count_ = count;
     }
 
     /// @brief Make the stack empty (generation 0).
@@ -77,7 +82,9 @@ template <template <class> class Atom = std::atomic> class index_stack {
 
     /// @brief Pop the most recently pushed index.
     /// @param[out] index_p the index, written only on success
-    /// @return status::ok, or status::not_found when the stack is empty
+    /// @return status::ok, status::not_found when the stack is empty, or status::internal
+    ///         when the head or a link holds an index outside 0 .. count-1 (written by
+    ///         someone else than this class: the stack is corrupt)
     /// @context thread-safe, lock-free; never yields
     [[nodiscard]] status pop(std::uint32_t &index_p) noexcept
     {
@@ -88,7 +95,13 @@ template <template <class> class Atom = std::atomic> class index_stack {
             if (top == k_nil) {
                 return status::not_found;
             }
+            if (top >= count_) {
+                return status::internal;
+            }
             const std::uint32_t next = links_[top].load(std::memory_order_relaxed);
+            if (next != k_nil && next >= count_) {
+                return status::internal;
+            }
             // sync: acq_rel; acquire pairs with push()'s release CAS (on failure too: the
             // new top's link is read next); release orders the link read above before any
             // later push of this index by its next owner.
@@ -117,6 +130,7 @@ template <template <class> class Atom = std::atomic> class index_stack {
 
     Atom<std::uint64_t> *head_ = nullptr;  // tagged head, in caller (possibly shared) memory
     Atom<std::uint32_t> *links_ = nullptr; // one link per index, same
+    std::uint32_t count_ = 0;              // entries of links_ (kept here, not shared)
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,

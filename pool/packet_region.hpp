@@ -333,7 +333,8 @@ template <template <class> class Atom = std::atomic> class packet_region {
         packets_ = base + header->packets_offset;
         states_ = std::launder(reinterpret_cast<Atom<std::uint32_t> *>(base + header->states_offset));
         stack_.bind(&header->stack_head,
-                    std::launder(reinterpret_cast<Atom<std::uint32_t> *>(base + header->links_offset)));
+                    std::launder(reinterpret_cast<Atom<std::uint32_t> *>(base + header->links_offset)),
+                    packet_count_);
     }
 
     /// Index of the packet starting at @p packet; logs and fails for anything else.

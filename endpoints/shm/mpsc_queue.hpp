@@ -5,9 +5,9 @@
 // Layout, as offsets from the region base (base aligned to k_false_sharing; a shared-memory
 // segment is page aligned). Everything is position-independent (positions and offsets, no
 // pointers), so several processes may map the region at different addresses:
-//   0      queue_header, four k_false_sharing blocks: magic and geometry (read-only once
-//          formatted); the producers' tail; the consumer's head; the consumer try-lock
-//   512    capacity slots of 64 bytes: a 64-bit sequence word and a 56-byte payload
+//   0      queue_header, three k_false_sharing blocks: magic and geometry (read-only once
+//          formatted); the producers' tail; the consumer's head
+//   384    capacity slots of 64 bytes: a 64-bit sequence word and a 56-byte payload
 // The slot size is fixed at 64 bytes whatever --with-cacheline says: it is part of the
 // layout every process of a job must agree on, so it must not follow a build option.
 //
@@ -32,6 +32,12 @@
 //   never overlap) reads slot head & mask: a stamp of head + 1 means a message is ready;
 //   anything else means empty (or claimed but not yet published). It copies the k
 //   payloads out and advances head past them before handing the message to the caller.
+// - The consumer's state lives in its own view, not in the region: its head (the shared
+//   head is only its publication to the producers) and its try-lock. Producers can write
+//   the whole region; nothing they write can stop the consumer, make it read outside the
+//   slots, or take more than k_max_slots slots for a message (a faulty stamp's count is
+//   clamped). Several views of one queue must therefore not drain it (one consumer view,
+//   in the owning process).
 // Invariants: head <= tail <= head + capacity; slots of positions [head, tail) are claimed
 // or published, the others are free; only the consumer (see above) reads payloads and writes
 // head; each position is claimed by exactly one producer (the tail CAS).
@@ -42,8 +48,8 @@
 // with acquire before overwriting a slot, and passes what it read to the other producers
 // of its process through the cache (release store, acquire load: the chain keeps the
 // happens-before). The tail CAS is relaxed: it only hands out positions. The try-lock is
-// taken with an acquire exchange and released with a release store, which hands head from
-// one drainer to the next. format() publishes the region by storing the magic last
+// taken with an acquire exchange and released with a release store, which hands the view's
+// head from one drainer to the next. format() publishes the region by storing the magic last
 // (release); attach() loads it with acquire.
 //
 // Progress: try_push never blocks (lock-free among producers: a CAS fails only because
@@ -51,8 +57,8 @@
 // publish delays every later message (the consumer stops at the unpublished slot) but loses
 // none. drain() never waits for the lock: it returns -1 when another thread holds it.
 //
-// Memory: 512 bytes of header plus 64 bytes per slot (capacity 2 .. 2^20, a power of two):
-// 64 KiB + 512 B for 1024 slots.
+// Memory: 384 bytes of header plus 64 bytes per slot (capacity 2 .. 2^20, a power of two):
+// 64 KiB + 384 B for 1024 slots.
 //
 // When not to use: for payloads larger than 448 bytes (send a descriptor of a packet, see
 // packet_region); where the consumer must be able to block (there is no wake-up, only
@@ -73,6 +79,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "base/backoff.hpp"
 #include "base/cacheline.hpp"
 #include "base/copy.hpp"
 #include "base/log.hpp"
@@ -84,7 +91,7 @@ namespace detail {
 
 /// "mpivmsq" plus a layout version byte: a region formatted by an incompatible build is
 /// refused by attach().
-constexpr std::uint64_t k_queue_magic = 0x6d7069766d735103ull;
+constexpr std::uint64_t k_queue_magic = 0x6d7069766d735104ull;
 
 /// Bytes per slot: the sequence word and the payload.
 constexpr std::size_t k_slot_bytes = 64;
@@ -95,7 +102,7 @@ template <template <class> class Atom> struct alignas(k_slot_bytes) queue_slot {
     unsigned char payload[k_slot_bytes - sizeof(Atom<std::uint64_t>)]; // one message
 };
 
-/// The first 512 bytes of a region. Shared between processes.
+/// The first 384 bytes of a region. Shared between processes.
 template <template <class> class Atom> struct queue_header {
     Atom<std::uint64_t> magic;   // k_queue_magic once formatted; stored last
     std::uint32_t capacity;      // slots, a power of two
@@ -104,11 +111,8 @@ template <template <class> class Atom> struct queue_header {
     std::uint64_t region_bytes;  // bytes the layout needs (the mapping may be larger)
     // Written by every push of every producer process.
     alignas(k_false_sharing) Atom<std::uint64_t> tail;
-    // Written only by the consumer; kept apart from the lock so that pollers
-    // testing the lock do not steal the line the holder is writing.
+    // Written only by the consumer (its publication of its view's head).
     alignas(k_false_sharing) Atom<std::uint64_t> head;
-    // 0 free, 1 held by a drainer of the owning process.
-    alignas(k_false_sharing) Atom<std::uint32_t> consumer_lock;
 };
 
 static_assert(std::is_standard_layout_v<queue_slot<std::atomic>>,
@@ -118,11 +122,10 @@ static_assert(offsetof(queue_slot<std::atomic>, payload) == 8, "the payload foll
 static_assert(std::is_standard_layout_v<queue_header<std::atomic>>,
               "the shared header must be standard layout");
 static_assert(offsetof(queue_header<std::atomic>, tail) == 1 * k_false_sharing &&
-                  offsetof(queue_header<std::atomic>, head) == 2 * k_false_sharing &&
-                  offsetof(queue_header<std::atomic>, consumer_lock) == 3 * k_false_sharing,
-              "geometry, tail, head and lock each take their own 128-byte block");
-static_assert(sizeof(queue_header<std::atomic>) == 4 * k_false_sharing,
-              "the header takes exactly four 128-byte blocks");
+                  offsetof(queue_header<std::atomic>, head) == 2 * k_false_sharing,
+              "geometry, tail and head each take their own 128-byte block");
+static_assert(sizeof(queue_header<std::atomic>) == 3 * k_false_sharing,
+              "the header takes exactly three 128-byte blocks");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
                   std::atomic<std::uint32_t>::is_always_lock_free,
               "atomics shared between processes must be lock-free (address-free)");
@@ -191,14 +194,13 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         header->region_bytes = needed;
         header->tail.store(0, std::memory_order_relaxed);
         header->head.store(0, std::memory_order_relaxed);
-        header->consumer_lock.store(0, std::memory_order_relaxed);
         for (std::uint32_t i = 0; i < capacity; ++i) {
             auto *const slot = new (bytes_base + header->slots_offset +
                                     std::size_t{i} * detail::k_slot_bytes) detail::queue_slot<Atom>;
             slot->seq.store(i, std::memory_order_relaxed);
             std::memset(slot->payload, 0, sizeof(slot->payload));
         }
-        bind(bytes_base, header);
+        bind(bytes_base, header, capacity);
         // sync: release; pairs with the acquire load in attach(): a process that sees the
         // magic sees the formatted header and slots.
         header->magic.store(detail::k_queue_magic, std::memory_order_release);
@@ -222,16 +224,18 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             base::log(base::log_level::error, "shm: region %p is not a formatted queue", base);
             return status::invalid_arg;
         }
-        if (!valid_capacity(header->capacity) || header->slot_bytes != detail::k_slot_bytes ||
+        // Each field read once: another process may change them while we look.
+        const std::uint32_t capacity = header->capacity;
+        if (!valid_capacity(capacity) || header->slot_bytes != detail::k_slot_bytes ||
             header->slots_offset != sizeof(detail::queue_header<Atom>) ||
-            header->region_bytes != bytes_for(header->capacity)) {
+            header->region_bytes != bytes_for(capacity)) {
             base::log(base::log_level::error, "shm: queue %p has an incompatible layout", base);
             return status::invalid_arg;
         }
-        if (!region_fits(base, bytes, header->region_bytes)) {
+        if (!region_fits(base, bytes, bytes_for(capacity))) {
             return status::invalid_arg;
         }
-        bind(static_cast<unsigned char *>(base), header);
+        bind(static_cast<unsigned char *>(base), header, capacity);
         return status::ok;
     }
 
@@ -362,9 +366,22 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         if (header_ == nullptr) {
             return true;
         }
-        const std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
+        const std::uint64_t pos = head_.load(std::memory_order_relaxed);
         return ((slot_at(pos)->seq.load(std::memory_order_relaxed) ^ (pos + 1)) &
                 k_position_mask) != 0;
+    }
+
+    /// @brief Wait until no drain() of this view runs: a drain that was running has ended,
+    /// and one that starts later sees what the caller wrote before the call (the drain
+    /// lock is taken and released once).
+    /// @context the owning process, never from inside a drain of this view (it would wait
+    ///          for itself); may yield
+    void quiesce() noexcept
+    {
+        while (!try_lock()) {
+            base::yield_thread();
+        }
+        unlock();
     }
 
     /// Number of slots (0 before format or attach).
@@ -376,9 +393,9 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// Pop up to @p max messages; the caller is the only consumer right now.
     template <class Fn> int pop(Fn &fn, int max) noexcept
     {
-        // Only the consumer writes head; the lock's acquire (or the caller's hand-over)
-        // made the last consumer's value visible.
-        std::uint64_t pos = header_->head.load(std::memory_order_relaxed);
+        // The view's head, not the shared one (which producers could overwrite); the lock's
+        // acquire (or the caller's hand-over) made the last consumer's value visible.
+        std::uint64_t pos = head_.load(std::memory_order_relaxed);
         int popped = 0;
         alignas(8) unsigned char copy[k_max_message];
         while (popped < max) {
@@ -395,6 +412,7 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 std::memcpy(copy + j * k_payload, slot_at(pos + j)->payload, k_payload);
             }
             pos += k;
+            head_.store(pos, std::memory_order_relaxed);
             // sync: release; pairs with the acquire load in refresh_head(): the copies
             // above are done before the producers of the next lap overwrite the payloads.
             header_->head.store(pos, std::memory_order_release);
@@ -425,13 +443,16 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         return true;
     }
 
-    void bind(unsigned char *base, detail::queue_header<Atom> *header) noexcept
+    void bind(unsigned char *base, detail::queue_header<Atom> *header,
+              std::uint32_t capacity) noexcept
     {
         header_ = header;
-        slots_ = std::launder(
-            reinterpret_cast<detail::queue_slot<Atom> *>(base + header->slots_offset));
-        capacity_ = header->capacity;
-        mask_ = header->capacity - 1;
+        slots_ = std::launder(reinterpret_cast<detail::queue_slot<Atom> *>(
+            base + sizeof(detail::queue_header<Atom>)));
+        capacity_ = capacity;
+        mask_ = capacity - 1;
+        head_.store(header->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        lock_.store(0, std::memory_order_relaxed);
     }
 
     detail::queue_slot<Atom> *slot_at(std::uint64_t pos) const noexcept
@@ -470,18 +491,18 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     bool try_lock() noexcept
     {
         // Test before the exchange: pollers that find the lock held do not write its line.
-        if (header_->consumer_lock.load(std::memory_order_relaxed) != 0) {
+        if (lock_.load(std::memory_order_relaxed) != 0) {
             return false;
         }
         // sync: acquire; pairs with the release store in unlock(): the previous holder's
         // head and slot frees are visible.
-        return header_->consumer_lock.exchange(1, std::memory_order_acquire) == 0;
+        return lock_.exchange(1, std::memory_order_acquire) == 0;
     }
 
     void unlock() noexcept
     {
         // sync: release; pairs with the acquire exchange in try_lock().
-        header_->consumer_lock.store(0, std::memory_order_release);
+        lock_.store(0, std::memory_order_release);
     }
 
     detail::queue_header<Atom> *header_ = nullptr;  // in this process's mapping
@@ -490,6 +511,10 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     std::uint32_t capacity_ = 0;
     // The last head a producer of this process read (process-local, not shared memory).
     Atom<std::uint64_t> head_cache_{0};
+    // The consumer's state (process-local): its head, and its try-lock (0 free, 1 held by
+    // a drainer), each on its own line: pollers read the head, drainers write both.
+    alignas(k_false_sharing) Atom<std::uint64_t> head_{0};
+    alignas(k_false_sharing) Atom<std::uint32_t> lock_{0};
 };
 
 } // namespace mpiv::shm

@@ -74,7 +74,7 @@ status segment::create(std::size_t bytes, segment &out_p) noexcept
         return status::invalid_arg;
     }
     segment s;
-    s.fd_ = memfd_create("mpiv-shm", MFD_CLOEXEC);
+    s.fd_ = memfd_create("mpiv-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (s.fd_ < 0) {
         return log_errno("memfd_create", "mpiv-shm");
     }
@@ -82,6 +82,11 @@ status segment::create(std::size_t bytes, segment &out_p) noexcept
     std::snprintf(what, sizeof(what), "memfd %d, %zu bytes", s.fd_, bytes);
     if (ftruncate(s.fd_, static_cast<off_t>(bytes)) != 0) {
         return log_errno("ftruncate", what);
+    }
+    // Nobody (another process of this user included) may change the size any more: a
+    // shrink would make every mapping of it fault (SIGBUS) past the new end.
+    if (fcntl(s.fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        return log_errno("fcntl(F_ADD_SEALS)", what);
     }
     const status st = map_shared(s.fd_, bytes, what, s.base_);
     if (st != status::ok) {
@@ -114,6 +119,12 @@ status segment::attach(int owner_pid, int owner_fd, std::size_t bytes, segment &
     struct stat st {};
     if (fstat(fd, &st) != 0) {
         return log_errno("fstat", path);
+    }
+    // A segment whose size can still change could make the mapping fault (SIGBUS) later.
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+        base::log(base::log_level::error, "shm: %s is not sealed against shrinking", path);
+        return status::invalid_arg;
     }
     // Mapping past the end of the file would succeed and then fault (SIGBUS) on access.
     if (st.st_size < 0 || static_cast<unsigned long long>(st.st_size) < bytes) {

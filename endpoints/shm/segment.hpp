@@ -14,6 +14,10 @@
 // Permissions: opening /proc/<pid>/fd/<fd> needs ptrace read access to the owner (same
 // user, same or a child PID namespace, or CAP_SYS_PTRACE).
 //
+// Size: the owner seals the file against shrinking and growing once it has its size, so no
+// process can make the mappings fault (SIGBUS) by truncating it; attach() refuses a file
+// without that seal.
+//
 // When not to use: across nodes, or with peers that cannot see the owner's /proc (another
 // PID namespace, e.g. separate containers): publish a named POSIX segment instead.
 #pragma once
@@ -34,7 +38,8 @@ class segment {
     segment &operator=(const segment &) = delete;
 
     /// @brief Create a zero-filled segment of @p bytes (owner side): memfd_create
-    /// (MFD_CLOEXEC), ftruncate, mmap MAP_SHARED.
+    /// (MFD_CLOEXEC, MFD_ALLOW_SEALING), ftruncate, seals (shrink, grow, seal), mmap
+    /// MAP_SHARED.
     /// @param[in] bytes size, > 0 (mapped in whole pages; size() is @p bytes)
     /// @param[out] out_p receives the segment (its previous mapping is released), written
     ///             only on success
@@ -49,7 +54,8 @@ class segment {
     /// @param[in] bytes size to map, > 0 and at most the segment's size
     /// @param[out] out_p receives the segment (fd() is -1), written only on success
     /// @return status::ok; status::invalid_arg (logged) for 0 bytes, a negative pid or fd,
-    ///         or a segment smaller than @p bytes; status::system (logged with the failing
+    ///         a segment smaller than @p bytes or one not sealed against shrinking;
+    ///         status::system (logged with the failing
     ///         call and errno text: a dead owner, a closed descriptor, no permission)
     /// @context thread-safe; not on a hot path (system calls)
     [[nodiscard]] static status attach(int owner_pid, int owner_fd, std::size_t bytes,

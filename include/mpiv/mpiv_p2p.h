@@ -61,6 +61,15 @@ typedef struct mpiv_p2p_status {
 /** Completion callback: @p user is the pointer given when the operation started. */
 typedef void (*mpiv_p2p_complete_fn)(void *user, const mpiv_p2p_status_t *status);
 
+/** Fault callback: what another process wrote into shared memory (a message, a packet
+ *  list, a token) is invalid. @p peer is the peer index the message claims to come from
+ *  (MPIV_P2P_PEER_UNKNOWN when it claims this process, or nothing usable), @p what says
+ *  what was wrong. Called once per peer, from the thread that found the fault; the engine
+ *  has dropped what it could not use, so operations that depended on it may never
+ *  complete: the caller should end the job. */
+typedef void (*mpiv_p2p_fault_fn)(uint32_t peer, const char *what);
+#define MPIV_P2P_PEER_UNKNOWN UINT32_MAX
+
 /** Progress mode of the engine. */
 typedef enum mpiv_p2p_progress_mode {
     MPIV_P2P_PROGRESS_INLINE = 0, /**< waiting threads and opal_progress drive it */
@@ -93,6 +102,7 @@ typedef struct mpiv_p2p_params {
     int serialized;           /**< nonzero: the caller's calls never overlap (an MPI library
                                    below MPI_THREAD_MULTIPLE); with inline progress the
                                    engine then skips its process-local locks */
+    mpiv_p2p_fault_fn fault;  /**< invalid data from a peer (NULL: only logged) */
     int yield_when_idle;      /**< nonzero: a waiting pthread polls and yields its PU
                                    between polls, for as long as it waits, instead of
                                    spinning and then sleeping (for nodes with more processes
@@ -102,7 +112,8 @@ typedef struct mpiv_p2p_params {
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
- *  1000 us of idle polling before a sleep, not serialized, no yielding waits). */
+ *  1000 us of idle polling before a sleep, not serialized, fault NULL, no yielding
+ *  waits). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet.

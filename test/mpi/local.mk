@@ -152,6 +152,27 @@ check_PROGRAMS += %reldir%/waitany_reuse
 %canon_reldir%_waitany_reuse_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_waitany_reuse_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/comm_churn
+%canon_reldir%_comm_churn_SOURCES = %reldir%/comm_churn.c
+%canon_reldir%_comm_churn_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_comm_churn_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_comm_churn_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_comm_churn_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/bsend_threads
+%canon_reldir%_bsend_threads_SOURCES = %reldir%/bsend_threads.c
+%canon_reldir%_bsend_threads_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_bsend_threads_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_bsend_threads_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_bsend_threads_LDADD = $(OMPI_LIBS)
+
+check_PROGRAMS += %reldir%/nbc_threads
+%canon_reldir%_nbc_threads_SOURCES = %reldir%/nbc_threads.c
+%canon_reldir%_nbc_threads_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_nbc_threads_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_nbc_threads_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_nbc_threads_LDADD = $(OMPI_LIBS)
+
 # ult: MPI from mpiv ULTs (links libmpiv for <mpiv/mpiv.h>).
 check_PROGRAMS += %reldir%/ult
 %canon_reldir%_ult_SOURCES = %reldir%/ult.c
@@ -181,6 +202,9 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/mt_sizes-np2.sh \
 	%reldir%/status_error-np2.sh \
 	%reldir%/waitany_reuse-np2.sh \
+	%reldir%/comm_churn-np2.sh \
+	%reldir%/bsend_threads-np2.sh \
+	%reldir%/nbc_threads-np4.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \

@@ -31,3 +31,9 @@ TESTS += %reldir%/test_outbound
 %canon_reldir%_test_outbound_SOURCES = %reldir%/test_outbound.cc
 %canon_reldir%_test_outbound_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_outbound_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_fuzz
+TESTS += %reldir%/test_fuzz
+%canon_reldir%_test_fuzz_SOURCES = %reldir%/test_fuzz.cc
+%canon_reldir%_test_fuzz_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_fuzz_LDADD = $(GTEST_CORE_LIBS)

@@ -126,9 +126,9 @@ bool push_retrying(mpsc_queue<Atom> &q, const void *msg, std::size_t len)
 
 TEST(mpsc_queue, bytes_for_accepts_powers_of_two_only)
 {
-    EXPECT_EQ(mpsc_queue<>::bytes_for(2), 512u + 2 * 64);
-    EXPECT_EQ(mpsc_queue<>::bytes_for(1024), 512u + 1024 * 64);
-    EXPECT_EQ(mpsc_queue<>::bytes_for(1u << 20), 512u + (std::size_t{1} << 20) * 64);
+    EXPECT_EQ(mpsc_queue<>::bytes_for(2), 384u + 2 * 64);
+    EXPECT_EQ(mpsc_queue<>::bytes_for(1024), 384u + 1024 * 64);
+    EXPECT_EQ(mpsc_queue<>::bytes_for(1u << 20), 384u + (std::size_t{1} << 20) * 64);
     for (std::uint32_t bad : {0u, 1u, 3u, 6u, 1000u, (1u << 20) + 1, 1u << 21, 0x80000000u}) {
         EXPECT_EQ(mpsc_queue<>::bytes_for(bad), 0u) << bad;
     }

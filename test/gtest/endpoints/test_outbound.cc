@@ -7,6 +7,7 @@
 // - A receive whose FIN must go to a full queue completes only once the FIN is pushed,
 //   whether the message was expected, unexpected or taken by improbe + mrecv.
 // - wait_settle() returns only once every completion of an any-wait has landed.
+// - An idle server thread sleeps on the doorbell, and a message wakes it.
 #include "endpoints/engine.hpp"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,12 @@
 
 #include "endpoints/shm/cma.hpp"
 #include "test/gtest/common/test_util.hpp"
+
+namespace mpiv::ep {
+struct engine_test_access {
+    static std::uint32_t sleepers(engine &e) { return e.sleeping_->load(std::memory_order_relaxed); }
+};
+} // namespace mpiv::ep
 
 namespace {
 
@@ -336,6 +343,57 @@ TEST_F(outbound_test, wait_settle_waits_for_late_wakes)
     e.wait_end(w2);
     EXPECT_TRUE(woke.load(std::memory_order_relaxed)) << "a stale wake ended the next wait";
     waker2.join();
+}
+
+// With nothing to do, the server thread sleeps on the segment's doorbell (instead of
+// polling for ever); a message from a peer rings it, and the server delivers it.
+TEST(outbound_server, idle_server_sleeps_and_a_message_wakes_it)
+{
+    std::unique_ptr<ep::engine> e[2];
+    ep::comm_state *c[2] = {};
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        mpiv_p2p_params_t p{};
+        p.self = i;
+        p.num_peers = 2;
+        p.endpoints = 1;
+        p.queue_slots = 64;
+        p.eager_limit = k_limit;
+        p.packet_count = 16;
+        p.progress = i == 0 ? MPIV_P2P_PROGRESS_SERVER : MPIV_P2P_PROGRESS_INLINE;
+        p.server_cpu = -1;
+        p.lock = MPIV_P2P_LOCK_MCS;
+        p.complete = on_complete;
+        p.idle_us = 100;
+        ASSERT_EQ(ep::engine::create(p, e[i]), status::ok);
+    }
+    for (int i = 0; i < 2; ++i) {
+        for (std::uint32_t peer = 0; peer < 2; ++peer) {
+            const void *addr = nullptr;
+            std::size_t len = 0;
+            e[peer]->address(addr, len);
+            ASSERT_EQ(e[i]->connect(peer, addr, len), status::ok);
+        }
+        ASSERT_EQ(e[i]->comm_create(k_cid, 2, 0, c[i]), status::ok);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    while (ep::engine_test_access::sleepers(*e[0]) == 0) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the idle server never slept";
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // A receive on engine 0 that only its server can complete.
+    int got = 0;
+    rop r;
+    r.rc = e[0]->irecv(*c[0], 1, 3, &got, sizeof got, &r.rec, r.op, r.st);
+    ASSERT_EQ(r.rc, status::inprogress);
+    int v = 99;
+    sop s;
+    s.rc = e[1]->isend(*c[1], 0, 1, 0, 3, &v, sizeof v, 0, nullptr, s.op, s.st);
+    ASSERT_EQ(s.rc, status::ok);
+    while (calls_of(r.rec) == 0) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the server did not wake up";
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    EXPECT_EQ(got, 99);
 }
 
 } // namespace

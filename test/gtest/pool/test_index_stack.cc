@@ -57,7 +57,7 @@ template <class T> struct yielding_atomic : std::atomic<T> {
 template <template <class> class Atom> struct stack_storage {
     explicit stack_storage(std::uint32_t n) : links(new Atom<std::uint32_t>[n])
     {
-        stack.bind(&head, links.get());
+        stack.bind(&head, links.get(), n);
         stack.format();
     }
     alignas(128) Atom<std::uint64_t> head;

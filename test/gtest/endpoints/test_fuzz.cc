@@ -1,0 +1,349 @@
+// engine against a rogue peer: engine 1's view of engine 0's segment writes what a buggy or
+// malicious process of the same user could (random and adversarial queue messages, a
+// corrupted packet free stack, the queue's shared head) while engine 0 makes progress.
+// Engine 0 must never crash, read or write outside what it owns or maps (run under ASan),
+// or stop making progress, and it must report the peer through its fault callback: the
+// peer the message names, or "unknown" when it claims to come from engine 0 itself.
+#include "endpoints/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "endpoints/shm/cma.hpp"
+#include "test/gtest/common/test_util.hpp"
+
+namespace mpiv::ep {
+
+struct engine_test_access {
+    // engine @p e's producer view of queue @p q of peer @p peer
+    static shm::mpsc_queue<> &queue(engine &e, std::uint32_t peer, std::size_t q)
+    {
+        return e.peers_[peer].queues[q];
+    }
+    static std::byte *segment_base(engine &e, std::uint32_t peer)
+    {
+        return static_cast<std::byte *>(e.peers_[peer].seg.base());
+    }
+    static std::size_t segment_bytes(engine &e, std::uint32_t peer)
+    {
+        return e.peers_[peer].seg.size();
+    }
+    static std::uint64_t live_token(engine &e, send_op &op) { return e.tokens_.issue(&op); }
+};
+
+} // namespace mpiv::ep
+
+namespace {
+
+using mpiv::status;
+namespace ep = mpiv::ep;
+using access = ep::engine_test_access;
+
+constexpr std::uint16_t k_cid = 3;
+constexpr std::uint32_t k_unknown = MPIV_P2P_PEER_UNKNOWN;
+
+struct fault_log {
+    std::mutex mu;
+    std::vector<std::uint32_t> peers;
+    std::vector<std::string> what;
+} g_faults;
+
+void on_fault(std::uint32_t peer, const char *what)
+{
+    std::lock_guard<std::mutex> guard(g_faults.mu);
+    g_faults.peers.push_back(peer);
+    g_faults.what.emplace_back(what);
+}
+
+// Engine 1 sees the victim's answers to the rogue's messages (FINs with the forged tokens):
+// its own reports are not what the tests check.
+void on_rogue_fault(std::uint32_t, const char *) {}
+
+void on_complete(void *, const mpiv_p2p_status_t *) {}
+
+class fuzz_test : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        ASSERT_TRUE(mpiv::shm::cma_available());
+        {
+            std::lock_guard<std::mutex> guard(g_faults.mu);
+            g_faults.peers.clear();
+            g_faults.what.clear();
+        }
+        for (std::uint32_t i = 0; i < 2; ++i) {
+            mpiv_p2p_params_t p{};
+            p.self = i;
+            p.num_peers = 3; // peer 2 never connects
+            p.endpoints = 2;
+            p.queue_slots = 64;
+            p.eager_limit = 4096;
+            p.packet_count = 16;
+            p.progress = MPIV_P2P_PROGRESS_INLINE;
+            p.server_cpu = -1;
+            p.lock = MPIV_P2P_LOCK_MCS;
+            p.complete = on_complete;
+            p.fault = i == 0 ? on_fault : on_rogue_fault;
+            p.idle_us = 100;
+            ASSERT_EQ(ep::engine::create(p, e_[i]), status::ok);
+        }
+        for (int i = 0; i < 2; ++i) {
+            for (std::uint32_t peer = 0; peer < 2; ++peer) {
+                const void *addr = nullptr;
+                std::size_t len = 0;
+                e_[peer]->address(addr, len);
+                ASSERT_EQ(e_[i]->connect(peer, addr, len), status::ok);
+            }
+            ASSERT_EQ(e_[i]->comm_create(k_cid, 2, 0, comm_[i]), status::ok);
+        }
+    }
+
+    // A wire header from the rogue (engine 1) to the victim (engine 0), kind @p kind.
+    static ep::wire header(ep::wire_kind kind)
+    {
+        ep::wire w{};
+        w.kind = kind;
+        w.cid = k_cid;
+        w.from = 1;
+        w.source = 1;
+        w.tag = 5;
+        return w;
+    }
+    // Push @p len bytes at @p msg into the victim's first queue, then let it make progress.
+    void inject(const void *msg, std::size_t len)
+    {
+        ASSERT_EQ(access::queue(*e_[1], 0, 0).try_push(msg, len), status::ok);
+        for (int i = 0; i < 8; ++i) {
+            e_[0]->progress();
+        }
+    }
+    void inject(const ep::wire &w) { inject(&w, sizeof w); }
+    std::vector<std::uint32_t> faults()
+    {
+        std::lock_guard<std::mutex> guard(g_faults.mu);
+        return g_faults.peers;
+    }
+    // The victim still works: a message from engine 1 arrives and matches.
+    void expect_alive()
+    {
+        int v = 17, got = 0;
+        ep::send_op sop{};
+        mpiv_p2p_status_t st{};
+        ASSERT_EQ(e_[1]->isend(*comm_[1], 0, 1, 0, 77, &v, sizeof v, 0, nullptr, sop, st),
+                  status::ok);
+        ep::recv_op rop{};
+        status s = status::internal;
+        for (int i = 0; i < 1000 && s != status::ok; ++i) {
+            e_[0]->progress();
+            mpiv_p2p_status_t ps{};
+            if (e_[0]->iprobe(*comm_[0], 1, 77, ps) == status::ok) {
+                s = e_[0]->irecv(*comm_[0], 1, 77, &got, sizeof got, nullptr, rop, st);
+            }
+        }
+        EXPECT_EQ(s, status::ok);
+        EXPECT_EQ(got, 17);
+    }
+
+    std::unique_ptr<ep::engine> e_[2];
+    ep::comm_state *comm_[2] = {};
+};
+
+// Each adversarial message alone: dropped, reported once with the peer it names.
+TEST_F(fuzz_test, adversarial_messages_are_reported)
+{
+    struct adversarial {
+        const char *what;
+        ep::wire w;
+        std::uint32_t blamed;
+    };
+    std::vector<adversarial> cases;
+    ep::wire w = header(ep::wire_kind::fin);
+    w.u.ref.token = 0x1234567812345678ull; // not ours: an address in the old scheme
+    cases.push_back({"FIN with a forged token", w, 1});
+    w = header(ep::wire_kind::ack);
+    w.u.ref.token = std::uint64_t{1} << 32; // generation 1, index 0: plausible, not live
+    cases.push_back({"ACK with a token that is not live", w, 1});
+    w = header(ep::wire_kind::eager_packet);
+    w.u.ref.where = 3; // not a packet offset
+    cases.push_back({"packet offset", w, 1});
+    w = header(ep::wire_kind::eager_packet);
+    w.size = std::uint64_t{1} << 40; // larger than a packet
+    cases.push_back({"packet size", w, 1});
+    w = header(ep::wire_kind::eager_inline);
+    w.size = 1000;
+    w.inline_bytes = 1000;
+    cases.push_back({"inline size", w, 1});
+    w = header(ep::wire_kind::eager_inline);
+    w.size = 8;
+    w.inline_bytes = 4;
+    cases.push_back({"inline sizes disagree", w, 1});
+    w = header(ep::wire_kind::rts);
+    w.from = 0; // "from the victim itself": its addresses would be read locally
+    w.size = 4096;
+    w.u.ref.where = 0x1000;
+    cases.push_back({"rendezvous claiming the victim's own send", w, k_unknown});
+    w = header(ep::wire_kind::rts);
+    w.flags = ep::k_wire_gather;
+    w.size = 16;
+    w.u.ref.spare = std::uint64_t{1} << 60;
+    cases.push_back({"gather list length", w, 1});
+    w = header(ep::wire_kind::eager_inline);
+    w.from = 77; // no such peer
+    cases.push_back({"sender index", w, k_unknown});
+    w = header(ep::wire_kind::eager_inline);
+    w.from = 2; // a peer index that never connected
+    cases.push_back({"unconnected sender", w, k_unknown});
+    w = header(static_cast<ep::wire_kind>(200));
+    cases.push_back({"unknown kind", w, 1});
+    w = header(ep::wire_kind::eager_inline);
+    w.source = 9; // outside the 2-rank communicator
+    cases.push_back({"source rank outside the communicator", w, 1});
+    for (const adversarial &c : cases) {
+        SCOPED_TRACE(c.what);
+        TearDown();
+        SetUp();
+        mpiv::test::log_capture log;
+        inject(c.w);
+        const auto f = faults();
+        ASSERT_EQ(f.size(), 1u) << "one report";
+        EXPECT_EQ(f[0], c.blamed);
+        inject(c.w); // again: not reported twice
+        EXPECT_EQ(faults().size(), 1u);
+        EXPECT_FALSE(log.errors().empty()) << "logged too";
+    }
+}
+
+// A rendezvous that names the victim's own live send but another buffer is refused too.
+TEST_F(fuzz_test, forged_self_rendezvous_must_match_the_send)
+{
+    std::vector<unsigned char> buf(8192, 1);
+    ep::send_op op{};
+    mpiv_p2p_status_t st{};
+    int user = 0;
+    // A real self-send that waits for its receive: its token is live.
+    ASSERT_EQ(e_[0]->isend(*comm_[0], 0, 0, 0, 9, buf.data(), buf.size(), 0, &user, op, st),
+              status::inprogress);
+    for (int i = 0; i < 8; ++i) {
+        e_[0]->progress();
+    }
+    ep::wire w = header(ep::wire_kind::rts);
+    w.from = 0;
+    w.source = 0;
+    w.size = buf.size();
+    w.u.ref.token = op.w.u.ref.token;
+    w.u.ref.where = reinterpret_cast<std::uintptr_t>(&w); // not the send's buffer
+    inject(w);
+    const auto f = faults();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0], k_unknown);
+    // The real one still arrives and is read.
+    std::vector<unsigned char> got(buf.size());
+    ep::recv_op rop{};
+    EXPECT_EQ(e_[0]->irecv(*comm_[0], 0, 9, got.data(), got.size(), &user, rop, st),
+              status::ok) << "matched at once";
+    for (int i = 0; i < 8; ++i) {
+        e_[0]->progress();
+    }
+    EXPECT_EQ(got, buf);
+}
+
+// The shared parts of the victim's segment overwritten: the packet free stack and the
+// queue's published head. The victim goes on (sends fall back to rendezvous) and stays
+// inside its memory.
+TEST_F(fuzz_test, corrupted_shared_state_is_survived)
+{
+    std::byte *base = access::segment_base(*e_[1], 0);
+    const std::size_t bytes = access::segment_bytes(*e_[1], 0);
+    std::mt19937_64 rng(42);
+    // Scribble over everything after the queues (the region: its stack head and links),
+    // leaving its geometry header: the victim reads geometry only at format time.
+    for (std::size_t off = bytes / 2; off + 8 <= bytes; off += 8) {
+        const std::uint64_t v = rng();
+        std::memcpy(base + off, &v, sizeof v);
+    }
+    // Sends by the victim to engine 1 still work (packets or rendezvous).
+    std::vector<unsigned char> msg(2000, 7), got(2000);
+    ep::send_op op{};
+    ep::recv_op rop{};
+    mpiv_p2p_status_t st{}, rst{};
+    int user = 0;
+    const status s = e_[0]->isend(*comm_[0], 1, 0, 1, 4, msg.data(), msg.size(), 0, &user, op, st);
+    EXPECT_TRUE(s == status::ok || s == status::inprogress);
+    status r = status::internal;
+    for (int i = 0; i < 1000 && r != status::ok && r != status::inprogress; ++i) {
+        e_[1]->progress();
+        mpiv_p2p_status_t ps{};
+        if (e_[1]->iprobe(*comm_[1], 0, 4, ps) == status::ok) {
+            r = e_[1]->irecv(*comm_[1], 0, 4, got.data(), got.size(), &user, rop, rst);
+        }
+    }
+    for (int i = 0; i < 100; ++i) {
+        e_[0]->progress();
+        e_[1]->progress();
+    }
+    EXPECT_TRUE(r == status::ok || r == status::inprogress);
+}
+
+// Random messages, each of 1 to 8 slots of random bytes, some with a valid-looking kind
+// and sender so that they get deeper: the victim survives them all and reports peer 1 or
+// an unknown sender; afterwards ordinary traffic still flows.
+TEST_F(fuzz_test, random_messages)
+{
+    mpiv::test::log_capture log; // the faults are expected: keep them off the output
+    std::mt19937_64 rng(20261124);
+    const int rounds = 3000 * mpiv::test::time_multiplier();
+    std::vector<unsigned char> msg(mpiv::shm::mpsc_queue<>::k_max_message);
+    std::vector<unsigned char> sink(1 << 16);
+    for (int i = 0; i < rounds; ++i) {
+        const std::size_t len = 1 + rng() % msg.size();
+        for (auto &b : msg) {
+            b = static_cast<unsigned char>(rng());
+        }
+        ep::wire w;
+        std::memcpy(&w, msg.data(), sizeof w);
+        if (rng() % 2 == 0) { // plausible header fields, random the rest
+            w.kind = static_cast<ep::wire_kind>(1 + rng() % 6);
+            w.from = static_cast<std::uint32_t>(rng() % 3);
+            w.cid = rng() % 4 == 0 ? static_cast<std::uint16_t>(rng()) : k_cid;
+            w.source = static_cast<std::int32_t>(rng() % 3);
+            w.tag = static_cast<std::int32_t>(rng() % 4);
+            w.size = rng() % 4 == 0 ? rng() : rng() % 600;
+            w.inline_bytes = static_cast<std::uint32_t>(rng() % 2 == 0 ? w.size : rng());
+        }
+        std::memcpy(msg.data(), &w, sizeof w);
+        if (access::queue(*e_[1], 0, rng() % 2).try_push(msg.data(), std::max(len, sizeof w)) !=
+            status::ok) {
+            for (int k = 0; k < 4; ++k) {
+                e_[0]->progress();
+            }
+        }
+        if (i % 16 == 0) {
+            // Take whatever matched: receives of random size at tags 0..3 and any source.
+            ep::recv_op rop{};
+            mpiv_p2p_status_t st{};
+            int user = 0;
+            const status s = e_[0]->irecv(*comm_[0], -1, static_cast<std::int32_t>(rng() % 4),
+                                          sink.data(), rng() % sink.size(), &user, rop, st);
+            if (s == status::inprogress) {
+                (void)e_[0]->cancel(rop);
+            }
+            e_[0]->progress();
+        }
+        // The rogue's own queues fill with the victim's FINs: drain them.
+        e_[1]->progress();
+    }
+    for (const std::uint32_t peer : faults()) {
+        EXPECT_TRUE(peer == 1 || peer == k_unknown) << peer;
+    }
+    EXPECT_FALSE(faults().empty());
+}
+
+} // namespace
