@@ -1762,21 +1762,24 @@ void engine::pthread_wait(waiter &w) noexcept
 void engine::pthread_wait_slow(waiter &w, int spins) noexcept
 {
     const bool inline_progress = params_.progress != MPIV_P2P_PROGRESS_SERVER;
+    // One look (and one poll), then the PU handed on; true when the wait is over.
+    const auto look_then_yield = [&] {
+        // Acquire: pairs with the acq_rel decrement in wake().
+        if (w.remaining.load(std::memory_order_acquire) <= 0 ||
+            (inline_progress && progress() > 0 &&
+             w.remaining.load(std::memory_order_acquire) <= 0)) {
+            return true;
+        }
+        std::this_thread::yield();
+        return false;
+    };
     if (params_.yield_when_idle != 0) {
         // More processes than PUs: the peer this wait depends on may need this PU. Poll
         // once, then yield it, for as long as the wait lasts: no spin (it would hold the
         // PU for the rest of the time slice) and no sleep (a futex wake-up per message).
-        for (;;) {
-            // Acquire: pairs with the acq_rel decrement in wake().
-            if (w.remaining.load(std::memory_order_acquire) <= 0) {
-                return;
-            }
-            if (inline_progress && progress() > 0 &&
-                w.remaining.load(std::memory_order_acquire) <= 0) {
-                return;
-            }
-            std::this_thread::yield();
+        while (!look_then_yield()) {
         }
+        return;
     }
     for (int i = 0; i < spins; ++i) {
         // Acquire: pairs with the acq_rel decrement in wake().
@@ -1796,15 +1799,9 @@ void engine::pthread_wait_slow(waiter &w, int spins) noexcept
         const auto deadline =
             std::chrono::steady_clock::now() + std::chrono::microseconds(params_.idle_us);
         do {
-            // Acquire: pairs with the acq_rel decrement in wake().
-            if (w.remaining.load(std::memory_order_acquire) <= 0) {
+            if (look_then_yield()) {
                 return;
             }
-            if (inline_progress && progress() > 0 &&
-                w.remaining.load(std::memory_order_acquire) <= 0) {
-                return;
-            }
-            std::this_thread::yield();
         } while (std::chrono::steady_clock::now() < deadline);
     }
     if (!inline_progress) {

@@ -155,8 +155,12 @@ MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm);
  *  NO_ANY_TAG together while a wildcard receive is posted: nothing changed); NOMEM. */
 MPIV_API mpiv_status_t mpiv_p2p_comm_set_assertions(mpiv_p2p_comm_t *comm, unsigned assertions);
 
-/** Destroy a communicator's state. Unexpected messages still queued are dropped (MPI
- *  says a freed communicator's pending messages are erroneous). */
+/** Destroy a communicator's state: @p comm is invalid after the call (its memory is
+ *  freed once no progress call can still read it). Unexpected messages still queued are
+ *  dropped when the engine is destroyed (MPI says a freed communicator's pending messages
+ *  are erroneous); until then that state is kept.
+ *  @return MPIV_OK; MPIV_ERR_INVALID_HANDLE when @p comm is not the live state of its
+ *  context id (a stale handle of an id in use again is not detected). */
 MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm);
 
 /** Send modes. */

@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -229,6 +230,21 @@ static inline void mt_init(int *argc, char ***argv, const char *name, int requir
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
     MT_CHECK(provided >= required, "MPI_Init_thread: required thread level %d, provided %d",
              required, provided);
+}
+
+/** Runs `fn` on `n` new threads (1 .. 256), each given its index 0 .. n-1 as
+ *  (void *) (intptr_t) index, and joins them. */
+static inline void mt_run_threads(int n, void *(*fn)(void *))
+{
+    pthread_t tids[256];
+    MT_CHECK(n >= 1 && n <= 256, "thread count %d is not in 1..256", n);
+    for (int t = 0; t < n; ++t) {
+        MT_CHECK(0 == pthread_create(&tids[t], NULL, fn, (void *) (intptr_t) t),
+                 "pthread_create failed");
+    }
+    for (int t = 0; t < n; ++t) {
+        pthread_join(tids[t], NULL);
+    }
 }
 
 /** Fails unless the job has at least `min` processes. */

@@ -38,10 +38,6 @@ static pthread_barrier_t barrier;
 static atomic_int *receipts;
 static long per_thread;
 
-typedef struct {
-    int thread;
-} thread_arg_t;
-
 static size_t size_at(int k)
 {
     return 0 == k ? 0 : (size_t) 1 << (k - 1);
@@ -115,7 +111,7 @@ static void proc_null_part(unsigned char *buf)
 
 static void *thread_main(void *raw)
 {
-    const int t = ((thread_arg_t *) raw)->thread;
+    const int t = (int) (intptr_t) raw;
     unsigned char *bufs = mt_malloc((size_t) WINDOW * MAX_SIZE);
     for (int k = 0; k < NUM_SIZES; ++k) {
         const size_t bytes = size_at(k);
@@ -170,17 +166,8 @@ int main(int argc, char **argv)
     }
     if (mt_rank < 2) {
         for (num_threads = 1; num_threads <= MAX_THREADS; ++num_threads) {
-            pthread_t tids[MAX_THREADS];
-            thread_arg_t args[MAX_THREADS];
             pthread_barrier_init(&barrier, NULL, (unsigned) num_threads);
-            for (int t = 0; t < num_threads; ++t) {
-                args[t].thread = t;
-                MT_CHECK(0 == pthread_create(&tids[t], NULL, thread_main, &args[t]),
-                         "pthread_create failed");
-            }
-            for (int t = 0; t < num_threads; ++t) {
-                pthread_join(tids[t], NULL);
-            }
+            mt_run_threads(num_threads, thread_main);
             pthread_barrier_destroy(&barrier);
         }
     } else {

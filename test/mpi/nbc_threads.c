@@ -93,7 +93,6 @@ static void *thread_main(void *raw)
 
 int main(int argc, char **argv)
 {
-    pthread_t tids[THREADS];
     mt_init(&argc, &argv, "nbc_threads", MPI_THREAD_MULTIPLE);
     mt_require_size(2);
     mt_watchdog_start(240);
@@ -104,13 +103,7 @@ int main(int argc, char **argv)
         MT_CALL(MPI_Comm_dup(par[t], &dupc[t]));
         MT_CALL(MPI_Cart_create(par[t], 1, dims, periods, 0, &ring[t]));
     }
-    for (int t = 0; t < THREADS; ++t) {
-        MT_CHECK(0 == pthread_create(&tids[t], NULL, thread_main, (void *) (intptr_t) t),
-                 "pthread_create failed");
-    }
-    for (int t = 0; t < THREADS; ++t) {
-        pthread_join(tids[t], NULL);
-    }
+    mt_run_threads(THREADS, thread_main);
     for (int t = 0; t < THREADS; ++t) {
         MT_CALL(MPI_Comm_free(&ring[t]));
         MT_CALL(MPI_Comm_free(&dupc[t]));

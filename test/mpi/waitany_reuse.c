@@ -82,7 +82,6 @@ static void *thread_main(void *raw)
 
 int main(int argc, char **argv)
 {
-    pthread_t tids[MAX_THREADS];
     mt_init(&argc, &argv, "waitany_reuse", MPI_THREAD_MULTIPLE);
     mt_require_size(2);
     mt_watchdog_start(300);
@@ -95,13 +94,7 @@ int main(int argc, char **argv)
     }
     MT_CHECK(num_threads >= 1 && num_threads <= MAX_THREADS, "threads: %d", num_threads);
     if (mt_rank < 2) {
-        for (int t = 0; t < num_threads; ++t) {
-            MT_CHECK(0 == pthread_create(&tids[t], NULL, thread_main, (void *) (intptr_t) t),
-                     "pthread_create failed");
-        }
-        for (int t = 0; t < num_threads; ++t) {
-            pthread_join(tids[t], NULL);
-        }
+        mt_run_threads(num_threads, thread_main);
     }
     return mt_finish();
 }

@@ -1,6 +1,6 @@
 # test/gtest/endpoints: shared-memory transport building blocks (queue, segment, CMA)
 # and the point-to-point engine over them.
-noinst_HEADERS += %reldir%/shm_test_util.hpp
+noinst_HEADERS += %reldir%/shm_test_util.hpp %reldir%/engine_test_util.hpp
 
 check_PROGRAMS += %reldir%/test_mpsc_queue
 TESTS += %reldir%/test_mpsc_queue

@@ -978,8 +978,15 @@ TEST_F(engine_test, comm_create_rejects_bad_arguments)
     mpiv_p2p_status_t st{};
     EXPECT_EQ(eng(0).irecv(*c, k_any, 0, nullptr, 0, &rec, op, st), status::invalid_arg)
         << "ANY_SOURCE asserted away";
+    ep::comm_state *live = nullptr;
+    ASSERT_EQ(eng(0).comm_create(12, 2, 0, live), status::ok);
     EXPECT_EQ(eng(0).comm_destroy(c), status::ok);
-    EXPECT_EQ(eng(0).comm_destroy(c), status::invalid_handle);
+    // A state that is not the live one of its context id: here another id's (a destroyed
+    // handle is freed and may not be passed again).
+    ep::comm_state forged{};
+    forged.cid = 12;
+    EXPECT_EQ(eng(0).comm_destroy(&forged), status::invalid_handle);
+    EXPECT_EQ(eng(0).comm_destroy(live), status::ok);
 }
 
 // MPI's progress rule: Isend(tag 1), Isend(tag 2), ... against Recv(tag 3), Recv(tag 2),

@@ -19,6 +19,7 @@
 
 #include "endpoints/shm/cma.hpp"
 #include "test/gtest/common/test_util.hpp"
+#include "test/gtest/endpoints/engine_test_util.hpp"
 
 namespace mpiv::ep {
 
@@ -80,30 +81,13 @@ class fuzz_test : public ::testing::Test {
             g_faults.what.clear();
         }
         for (std::uint32_t i = 0; i < 2; ++i) {
-            mpiv_p2p_params_t p{};
-            p.self = i;
-            p.num_peers = 3; // peer 2 never connects
+            // Peer 2 never connects.
+            mpiv_p2p_params_t p = mpiv::test::small_engine_params(i, 3, on_complete);
             p.endpoints = 2;
-            p.queue_slots = 64;
-            p.eager_limit = 4096;
-            p.packet_count = 16;
-            p.progress = MPIV_P2P_PROGRESS_INLINE;
-            p.server_cpu = -1;
-            p.lock = MPIV_P2P_LOCK_MCS;
-            p.complete = on_complete;
             p.fault = i == 0 ? on_fault : on_rogue_fault;
-            p.idle_us = 100;
             ASSERT_EQ(ep::engine::create(p, e_[i]), status::ok);
         }
-        for (int i = 0; i < 2; ++i) {
-            for (std::uint32_t peer = 0; peer < 2; ++peer) {
-                const void *addr = nullptr;
-                std::size_t len = 0;
-                e_[peer]->address(addr, len);
-                ASSERT_EQ(e_[i]->connect(peer, addr, len), status::ok);
-            }
-            ASSERT_EQ(e_[i]->comm_create(k_cid, 2, 0, comm_[i]), status::ok);
-        }
+        mpiv::test::connect_engines(e_, 2, k_cid, comm_);
     }
 
     // A wire header from the rogue (engine 1) to the victim (engine 0), kind @p kind.

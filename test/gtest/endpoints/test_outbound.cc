@@ -23,6 +23,7 @@
 
 #include "endpoints/shm/cma.hpp"
 #include "test/gtest/common/test_util.hpp"
+#include "test/gtest/endpoints/engine_test_util.hpp"
 
 namespace mpiv::ep {
 struct engine_test_access {
@@ -83,30 +84,13 @@ class outbound_test : public ::testing::Test {
     {
         ASSERT_TRUE(mpiv::shm::cma_available()) << "process_vm_readv is not permitted here";
         for (std::uint32_t i = 0; i < k_engines; ++i) {
-            mpiv_p2p_params_t p{};
-            p.self = i;
-            p.num_peers = k_engines;
-            p.endpoints = 1;
+            mpiv_p2p_params_t p = mpiv::test::small_engine_params(i, k_engines, on_complete);
             // Engine 1 holds two one-slot messages; the others have room.
             p.queue_slots = i == 1 ? 2 : 1024;
-            p.eager_limit = k_limit;
             p.packet_count = 64;
-            p.progress = MPIV_P2P_PROGRESS_INLINE;
-            p.server_cpu = -1;
-            p.lock = MPIV_P2P_LOCK_MCS;
-            p.complete = on_complete;
-            p.idle_us = 100;
             ASSERT_EQ(ep::engine::create(p, eng_[i]), status::ok);
         }
-        for (int i = 0; i < k_engines; ++i) {
-            for (std::uint32_t peer = 0; peer < k_engines; ++peer) {
-                const void *addr = nullptr;
-                std::size_t len = 0;
-                eng_[peer]->address(addr, len);
-                ASSERT_EQ(eng_[i]->connect(peer, addr, len), status::ok);
-            }
-            ASSERT_EQ(eng_[i]->comm_create(k_cid, k_engines, 0, comm_[i]), status::ok);
-        }
+        mpiv::test::connect_engines(eng_, k_engines, k_cid, comm_);
     }
     void TearDown() override
     {
@@ -352,29 +336,11 @@ TEST(outbound_server, idle_server_sleeps_and_a_message_wakes_it)
     std::unique_ptr<ep::engine> e[2];
     ep::comm_state *c[2] = {};
     for (std::uint32_t i = 0; i < 2; ++i) {
-        mpiv_p2p_params_t p{};
-        p.self = i;
-        p.num_peers = 2;
-        p.endpoints = 1;
-        p.queue_slots = 64;
-        p.eager_limit = k_limit;
-        p.packet_count = 16;
+        mpiv_p2p_params_t p = mpiv::test::small_engine_params(i, 2, on_complete);
         p.progress = i == 0 ? MPIV_P2P_PROGRESS_SERVER : MPIV_P2P_PROGRESS_INLINE;
-        p.server_cpu = -1;
-        p.lock = MPIV_P2P_LOCK_MCS;
-        p.complete = on_complete;
-        p.idle_us = 100;
         ASSERT_EQ(ep::engine::create(p, e[i]), status::ok);
     }
-    for (int i = 0; i < 2; ++i) {
-        for (std::uint32_t peer = 0; peer < 2; ++peer) {
-            const void *addr = nullptr;
-            std::size_t len = 0;
-            e[peer]->address(addr, len);
-            ASSERT_EQ(e[i]->connect(peer, addr, len), status::ok);
-        }
-        ASSERT_EQ(e[i]->comm_create(k_cid, 2, 0, c[i]), status::ok);
-    }
+    mpiv::test::connect_engines(e, 2, k_cid, c);
     const auto deadline = std::chrono::steady_clock::now() + timeout();
     while (ep::engine_test_access::sleepers(*e[0]) == 0) {
         ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the idle server never slept";

@@ -2,6 +2,7 @@
 #include "endpoints/shm/segment.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -124,6 +125,29 @@ TEST(segment, errors_are_reported_and_leave_the_output_alone)
     EXPECT_NE(log.last().find("ENOENT"), std::string::npos) << log.last();
     EXPECT_EQ(seg.base(), nullptr);
     EXPECT_EQ(log.errors().size(), 7u);
+}
+
+// Nobody can change a segment's size once it exists (a shrink would make every mapping of
+// it fault, SIGBUS, past the new end), and a memory file without that seal is refused.
+TEST(segment, size_is_sealed_and_unsealed_files_are_refused)
+{
+    log_capture log;
+    segment owner;
+    ASSERT_EQ(segment::create(8192, owner), status::ok);
+    errno = 0;
+    EXPECT_NE(ftruncate(owner.fd(), 4096), 0) << "shrinking must be refused";
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_NE(ftruncate(owner.fd(), 16384), 0) << "growing must be refused";
+    static_cast<volatile char *>(owner.base())[8191] = 1; // still mapped in full
+
+    const int plain = memfd_create("not-mpiv", MFD_CLOEXEC);
+    ASSERT_GE(plain, 0);
+    ASSERT_EQ(ftruncate(plain, 8192), 0);
+    segment seg;
+    EXPECT_EQ(segment::attach(getpid(), plain, 8192, seg), status::invalid_arg);
+    EXPECT_NE(log.last().find("not sealed"), std::string::npos) << log.last();
+    EXPECT_EQ(seg.base(), nullptr);
+    close(plain);
 }
 
 // A dead owner: its pid is gone (reaped), so /proc/<pid> is too.
