@@ -643,10 +643,13 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
     const std::size_t n = p.queues.size();
     const std::size_t ep = my_endpoint();
     std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
-    // The header, then (inline payload past k_wire_inline) the rest, in one message,
-    // written once a slot is claimed: only then is the sequence number drawn.
+    // The header, then (inline payload past k_wire_inline) the rest, in one message: the
+    // queue copies it once a slot is claimed, and only then is the sequence number drawn
+    // (into w, which the queue reads after finish()). A header alone goes from w itself.
     alignas(8) unsigned char message[shm::mpsc_queue<>::k_max_message];
     const std::size_t len = sizeof w + more_bytes;
+    const void *const bytes = more_bytes != 0 ? static_cast<const void *>(message) : &w;
+    const wire_kind kind = w.kind;
     bool numbered = true;
     const auto finish = [&] {
         if (seq_comm != nullptr) {
@@ -658,21 +661,23 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
             w.seq = seq;
             w.flags = static_cast<std::uint8_t>((w.flags & ~k_wire_unordered) |
                                                 (ordered ? 0 : k_wire_unordered));
+            if (!numbered) {
+                // First contact and no memory for the sequence state: the slot is claimed
+                // and must be published; the receiver skips it and the send is retried.
+                w.kind = wire_kind::pad;
+            }
         }
-        std::memcpy(message, &w, sizeof w);
         if (more_bytes != 0) {
+            std::memcpy(message, &w, sizeof w);
             std::memcpy(message + sizeof w, more, more_bytes);
-        }
-        if (!numbered) {
-            // First contact and no memory for the sequence state: the slot is claimed
-            // and must be published; the receiver skips it and the send is retried.
-            const wire_kind pad = wire_kind::pad;
-            std::memcpy(message + offsetof(wire, kind), &pad, sizeof pad);
         }
     };
     tsan_pushing();
     for (std::size_t i = 0; i < n; ++i) {
-        if (p.queues[q].try_push(message, len, finish) == status::ok) {
+        if (p.queues[q].try_push(bytes, len, finish) == status::ok) {
+            if (!numbered) {
+                w.kind = kind; // the pad was for the queue's copy only (and w is not sent)
+            }
             ring(p.doorbell, p.sleeping);
             return numbered;
         }
@@ -1322,7 +1327,22 @@ void engine::handle_control(const wire &w) noexcept
     params_.complete(op->user, &st);
 }
 
-bool engine::valid_arrival(const wire &w, std::size_t more_bytes) noexcept
+inline bool engine::valid_arrival(const wire &w, std::size_t more_bytes) noexcept
+{
+    if (w.from < params_.num_peers && peers_[w.from].connected) {
+        if (w.kind == wire_kind::eager_inline) {
+            if (w.inline_bytes == w.size && w.size <= k_wire_inline) {
+                return true;
+            }
+        } else if (w.kind == wire_kind::eager_packet &&
+                   w.size <= peers_[w.from].region.packet_size()) {
+            return true;
+        }
+    }
+    return valid_arrival_slow(w, more_bytes);
+}
+
+bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
 {
     char what[128];
     if (w.from >= params_.num_peers || !peers_[w.from].connected) {

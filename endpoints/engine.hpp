@@ -397,8 +397,10 @@ class engine {
     // and the log); a claim of this process, or of no connected peer, names nobody
     // (MPIV_P2P_PEER_UNKNOWN).
     void fault(std::uint32_t peer, const char *what) noexcept;
-    // A message's checks before it is matched: false (reported) drops it.
-    bool valid_arrival(const wire &w, std::size_t more_bytes) noexcept;
+    // A message's checks before it is matched: false (reported) drops it. The common case
+    // (a connected peer's inline or packet message of a plausible size) inline.
+    [[gnu::always_inline]] bool valid_arrival(const wire &w, std::size_t more_bytes) noexcept;
+    bool valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept;
     void handle_control(const wire &w) noexcept;
     void server_loop() noexcept;
     [[gnu::always_inline]] void ring(std::atomic<std::uint32_t> *doorbell,
