@@ -1295,16 +1295,15 @@ void engine::fault(std::uint32_t peer, const char *what) noexcept
     if (reported.exchange(true, std::memory_order_relaxed)) {
         return;
     }
-    if (peer < params_.num_peers) {
+    if (params_.fault != nullptr) {
+        params_.fault(peer < params_.num_peers ? peer : MPIV_P2P_PEER_UNKNOWN, what);
+    } else if (peer < params_.num_peers) {
         base::log(base::log_level::error, "mpiv: peer %u wrote invalid data into shared memory: %s",
                   peer, what);
     } else {
         base::log(base::log_level::error,
                   "mpiv: invalid data in shared memory, from a peer that cannot be named: %s",
                   what);
-    }
-    if (params_.fault != nullptr) {
-        params_.fault(peer < params_.num_peers ? peer : MPIV_P2P_PEER_UNKNOWN, what);
     }
 }
 

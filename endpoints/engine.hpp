@@ -394,8 +394,8 @@ class engine {
     int drain_outbound() noexcept;
     int drain_peer(peer_state &p) noexcept;
     // Invalid data that claims to come from @p peer: report it once per peer (params_.fault,
-    // and the log); a claim of this process, or of no connected peer, names nobody
-    // (MPIV_P2P_PEER_UNKNOWN).
+    // or the log without one); a claim of this process, or of no connected peer, names
+    // nobody (MPIV_P2P_PEER_UNKNOWN).
     void fault(std::uint32_t peer, const char *what) noexcept;
     // A message's checks before it is matched: false (reported) drops it. The common case
     // (a connected peer's inline or packet message of a plausible size) inline.

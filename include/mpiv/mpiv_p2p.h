@@ -102,7 +102,7 @@ typedef struct mpiv_p2p_params {
     int serialized;           /**< nonzero: the caller's calls never overlap (an MPI library
                                    below MPI_THREAD_MULTIPLE); with inline progress the
                                    engine then skips its process-local locks */
-    mpiv_p2p_fault_fn fault;  /**< invalid data from a peer (NULL: only logged) */
+    mpiv_p2p_fault_fn fault;  /**< invalid data from a peer (NULL: logged at error level) */
     int yield_when_idle;      /**< nonzero: a waiting pthread polls and yields its PU
                                    between polls, for as long as it waits, instead of
                                    spinning and then sleeping (for nodes with more processes

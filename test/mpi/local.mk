@@ -3,7 +3,8 @@
 #   TESTS holds generated wrappers NAME-npN.sh that run `run.sh NAME N` (N processes);
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
-EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh
+EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh \
+	%reldir%/rogue.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -173,6 +174,13 @@ check_PROGRAMS += %reldir%/nbc_threads
 %canon_reldir%_nbc_threads_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_nbc_threads_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/rogue
+%canon_reldir%_rogue_SOURCES = %reldir%/rogue.c
+%canon_reldir%_rogue_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_rogue_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_rogue_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_rogue_LDADD = $(OMPI_LIBS)
+
 # ult: MPI from mpiv ULTs (links libmpiv for <mpiv/mpiv.h>).
 check_PROGRAMS += %reldir%/ult
 %canon_reldir%_ult_SOURCES = %reldir%/ult.c
@@ -211,7 +219,8 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_mpi-np2.sh \
 	%reldir%/abort_kill-np2.sh
 
-%canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh
+%canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh \
+	%reldir%/rogue-np2.sh
 TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 

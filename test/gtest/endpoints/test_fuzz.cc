@@ -201,8 +201,27 @@ TEST_F(fuzz_test, adversarial_messages_are_reported)
         EXPECT_EQ(f[0], c.blamed);
         inject(c.w); // again: not reported twice
         EXPECT_EQ(faults().size(), 1u);
-        EXPECT_FALSE(log.errors().empty()) << "logged too";
     }
+}
+
+// Without a fault callback the engine logs the fault (once) and goes on.
+TEST_F(fuzz_test, without_a_callback_the_fault_is_logged)
+{
+    TearDown();
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        mpiv_p2p_params_t p = mpiv::test::small_engine_params(i, 3, on_complete);
+        ASSERT_EQ(ep::engine::create(p, e_[i]), status::ok);
+    }
+    mpiv::test::connect_engines(e_, 2, k_cid, comm_);
+    mpiv::test::log_capture log;
+    ep::wire w = header(ep::wire_kind::fin);
+    w.u.ref.token = 42;
+    inject(w);
+    inject(w);
+    ASSERT_EQ(log.errors().size(), 1u);
+    EXPECT_NE(log.last().find("peer 1 wrote invalid data"), std::string::npos) << log.last();
+    EXPECT_TRUE(faults().empty());
+    expect_alive();
 }
 
 // A rendezvous that names the victim's own live send but another buffer is refused too.
