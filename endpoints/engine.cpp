@@ -331,8 +331,8 @@ engine::~engine()
             }
         }
     }
-    for (auto &c : graveyard_) {
-        free_messages(*c);
+    for (auto &g : graveyard_) {
+        free_messages(*g.comm);
     }
     for (auto &c : kept_) {
         free_messages(*c);
@@ -582,16 +582,23 @@ status engine::comm_destroy(comm_state *comm) noexcept
         if (comms_[comm->cid].load(std::memory_order_relaxed) != comm) {
             return status::invalid_handle;
         }
-        // Relaxed: reap() publishes it to every later drain through the queue locks.
-        comms_[comm->cid].store(nullptr, std::memory_order_relaxed);
+        // seq_cst: with the fence below, Dekker with the drains (drain_mark()): a drain
+        // that starts after the marks loads the cleared pointer.
+        comms_[comm->cid].store(nullptr, std::memory_order_seq_cst);
     }
-    {
-        std::lock_guard<std::mutex> guard(graveyard_mu_);
-        try {
-            graveyard_.emplace_back(comm);
-        } catch (const std::bad_alloc &) {
-            return status::ok; // leak it rather than free state a drain may still read
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    grave g;
+    try {
+        g.marks.reserve(inbound_.size());
+        for (const auto &q : inbound_) {
+            g.marks.push_back(q.drain_mark());
         }
+        g.comm.reset(comm);
+        std::lock_guard<std::mutex> guard(graveyard_mu_);
+        graveyard_.push_back(std::move(g));
+    } catch (const std::bad_alloc &) {
+        (void)g.comm.release(); // leaked rather than freed while a drain may read it
+        return status::ok;
     }
     reap();
     return status::ok;
@@ -599,40 +606,36 @@ status engine::comm_destroy(comm_state *comm) noexcept
 
 void engine::reap() noexcept
 {
-    // A thread inside a drain (a completion that released the last reference to a
-    // communicator) cannot wait for drains: a later call reaps.
-    if (tl_draining != 0) {
-        return;
-    }
-    std::vector<std::unique_ptr<comm_state>> dead;
-    {
-        std::lock_guard<std::mutex> guard(graveyard_mu_);
-        dead.swap(graveyard_);
-    }
-    if (dead.empty()) {
-        return;
-    }
-    // Every drain that read a pointer before it was cleared is over once each queue's
-    // drain lock has been free once since; later drains see the cleared pointers (the
-    // lock's release and acquire order the clearing before them). A serial engine's
-    // drains run on this thread only.
-    if (!serial_) {
-        for (auto &q : inbound_) {
-            q.quiesce();
-        }
-    }
     std::lock_guard<std::mutex> guard(graveyard_mu_);
-    for (auto &c : dead) {
-        if (c->match([](auto &m) { return m.holds_messages(); })) {
-            base::log(base::log_level::debug,
-                      "mpiv: communicator %u freed while messages wait in it: its state is "
-                      "kept until finalize", c->cid);
-            try {
-                kept_.push_back(std::move(c));
-            } catch (const std::bad_alloc &) {
-                (void)c.release(); // leaked, never freed under its table entries
+    for (std::size_t i = 0; i < graveyard_.size();) {
+        grave &g = graveyard_[i];
+        bool over = true;
+        if (serial_) {
+            over = tl_draining == 0; // drains run on this thread only
+        } else {
+            for (std::size_t q = 0; q < inbound_.size() && over; ++q) {
+                over = inbound_[q].drained_since(g.marks[q]);
             }
         }
+        if (!over) {
+            ++i;
+            continue;
+        }
+        if (g.comm->match([](auto &m) { return m.holds_messages(); })) {
+            base::log(base::log_level::debug,
+                      "mpiv: communicator %u freed while messages wait in it: its state is "
+                      "kept until finalize", g.comm->cid);
+            try {
+                kept_.push_back(std::move(g.comm));
+            } catch (const std::bad_alloc &) {
+                (void)g.comm.release(); // leaked, never freed under its table entries
+            }
+        }
+        g.comm.reset(); // freed (a kept one was moved out)
+        if (i + 1 != graveyard_.size()) {
+            g = std::move(graveyard_.back());
+        }
+        graveyard_.pop_back();
     }
 }
 
@@ -1452,8 +1455,9 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     if (w.kind == wire_kind::eager_inline && w.size > k_wire_inline) {
         std::memcpy(m->more, msg + sizeof w, w.size - k_wire_inline);
     }
-    // Acquire: pairs with the release store in comm_create().
-    comm_state *c = comms_[w.cid].load(std::memory_order_acquire);
+    // Acquire: pairs with the release store in comm_create(). seq_cst: Dekker with
+    // comm_destroy() (see there).
+    comm_state *c = comms_[w.cid].load(std::memory_order_seq_cst);
     if (c == nullptr) {
         std::lock_guard<std::mutex> guard(pending_mu_);
         c = comms_[w.cid].load(std::memory_order_relaxed);

@@ -52,10 +52,10 @@
 //   lists) keep their atomics.
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
 //   owned by the engine until delivered. A destroyed communicator's object is freed once
-//   every queue drain that may have read its pointer is over (reap(): each inbound queue's
-//   drain lock is taken and released once, by a thread that is not draining itself), so
-//   a progress thread never touches freed matching state; one whose messages still wait
-//   in the table (an erroneous program) is kept until the engine is destroyed.
+//   every queue drain that may have read its pointer has ended (reap(), by drain marks
+//   taken when its pointer was cleared; nothing waits for it), so a progress thread never
+//   touches freed matching state; one whose messages still wait in the table (an
+//   erroneous program) is kept until the engine is destroyed.
 #pragma once
 
 #include <atomic>
@@ -437,13 +437,18 @@ class engine {
     // Arrivals for context ids without a communicator.
     std::mutex pending_mu_;
     inmsg *pending_ = nullptr;
-    // Destroyed communicators not freed yet: reap() frees them once no drain that may
-    // have read their pointer runs; those whose messages still wait in the table are kept
-    // until the engine goes (their table entries name them).
+    // Destroyed communicators not freed yet, each with a drain mark per inbound queue
+    // (mpsc_queue::drain_mark()): reap() frees one once every drain that may have read its
+    // pointer has ended; those whose messages still wait in the table are kept until the
+    // engine goes (their table entries name them).
+    struct grave {
+        std::unique_ptr<comm_state> comm;
+        std::vector<std::uint64_t> marks;
+    };
     std::mutex graveyard_mu_;
-    std::vector<std::unique_ptr<comm_state>> graveyard_; // graveyard_mu_
-    std::vector<std::unique_ptr<comm_state>> kept_;      // graveyard_mu_
-    void reap() noexcept;
+    std::vector<grave> graveyard_;                  // graveyard_mu_
+    std::vector<std::unique_ptr<comm_state>> kept_; // graveyard_mu_
+    void reap() noexcept; // never waits
     std::mutex peers_mu_; // serializes connect()
     std::atomic<std::uint32_t> *doorbell_ = nullptr; // this segment's, see pthread_wait
     std::atomic<std::uint32_t> *sleeping_ = nullptr;

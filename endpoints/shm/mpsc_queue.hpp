@@ -79,7 +79,6 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-#include "base/backoff.hpp"
 #include "base/cacheline.hpp"
 #include "base/copy.hpp"
 #include "base/log.hpp"
@@ -371,17 +370,30 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
                 k_position_mask) != 0;
     }
 
-    /// @brief Wait until no drain() of this view runs: a drain that was running has ended,
-    /// and one that starts later sees what the caller wrote before the call (the drain
-    /// lock is taken and released once).
-    /// @context the owning process, never from inside a drain of this view (it would wait
-    ///          for itself); may yield
-    void quiesce() noexcept
+    /// No drain() in progress at the mark (see drain_mark()).
+    static constexpr std::uint64_t k_idle_mark = ~std::uint64_t{0};
+
+    /// @brief A mark for drained_since(): taken after the caller's writes that later drains
+    /// must see (and a seq_cst fence after them), it names the drain() running now, if any.
+    /// A drain that starts after the mark sees those writes.
+    /// @context the owning process; never blocks
+    std::uint64_t drain_mark() const noexcept
     {
-        while (!try_lock()) {
-            base::yield_thread();
-        }
-        unlock();
+        // Acquire: pairs with the release store in unlock(); read before the lock word, so
+        // that a drain running at the lock load ends with a higher count.
+        const std::uint64_t n = drains_.load(std::memory_order_acquire);
+        // seq_cst: Dekker with the seq_cst exchange in try_lock(): a drain that takes the
+        // lock after this load sees the caller's writes (it reads them with seq_cst loads).
+        return lock_.load(std::memory_order_seq_cst) == 0 ? k_idle_mark : n;
+    }
+
+    /// @brief Whether the drain() running at @p mark (from drain_mark()) has ended.
+    /// @context the owning process; never blocks
+    bool drained_since(std::uint64_t mark) const noexcept
+    {
+        // Acquire: pairs with the release store in unlock(): that drain's accesses happen
+        // before the caller's next steps.
+        return mark == k_idle_mark || drains_.load(std::memory_order_acquire) > mark;
     }
 
     /// Number of slots (0 before format or attach).
@@ -495,12 +507,15 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
             return false;
         }
         // sync: acquire; pairs with the release store in unlock(): the previous holder's
-        // head and slot frees are visible.
-        return lock_.exchange(1, std::memory_order_acquire) == 0;
+        // head and slot frees are visible. seq_cst: Dekker with drain_mark().
+        return lock_.exchange(1, std::memory_order_seq_cst) == 0;
     }
 
     void unlock() noexcept
     {
+        // sync: release; pairs with the acquire loads in drain_mark() and drained_since()
+        // (only the holder writes the count).
+        drains_.store(drains_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         // sync: release; pairs with the acquire exchange in try_lock().
         lock_.store(0, std::memory_order_release);
     }
@@ -512,9 +527,11 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     // The last head a producer of this process read (process-local, not shared memory).
     Atom<std::uint64_t> head_cache_{0};
     // The consumer's state (process-local): its head, and its try-lock (0 free, 1 held by
-    // a drainer), each on its own line: pollers read the head, drainers write both.
+    // a drainer) with the count of drain() calls that held it, on lines of their own:
+    // pollers read the head, drainers write all three.
     alignas(k_false_sharing) Atom<std::uint64_t> head_{0};
     alignas(k_false_sharing) Atom<std::uint32_t> lock_{0};
+    Atom<std::uint64_t> drains_{0};
 };
 
 } // namespace mpiv::shm

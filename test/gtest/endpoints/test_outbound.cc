@@ -8,6 +8,8 @@
 //   whether the message was expected, unexpected or taken by improbe + mrecv.
 // - wait_settle() returns only once every completion of an any-wait has landed.
 // - An idle server thread sleeps on the doorbell, and a message wakes it.
+// - Communicators destroyed while another thread drains are freed safely (run under
+//   ThreadSanitizer and ASan).
 #include "endpoints/engine.hpp"
 
 #include <gtest/gtest.h>
@@ -360,6 +362,58 @@ TEST(outbound_server, idle_server_sleeps_and_a_message_wakes_it)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     EXPECT_EQ(got, 99);
+}
+
+// One thread drains engine 0 all the time while the test thread creates and destroys a
+// communicator on both engines, round after round, and engine 1 sends on it: the destroyed
+// ones are freed only once no drain can read them (a use after free shows under the
+// sanitizers).
+TEST(outbound_lifetime, communicators_destroyed_while_another_thread_drains)
+{
+    std::unique_ptr<ep::engine> e[2];
+    ep::comm_state *c[2] = {};
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(ep::engine::create(mpiv::test::small_engine_params(i, 2, on_complete), e[i]),
+                  status::ok);
+    }
+    mpiv::test::connect_engines(e, 2, k_cid, c);
+    constexpr std::uint16_t k_churn = 21;
+    std::atomic<bool> stop{false};
+    std::thread drainer([&] {
+        // Relaxed: only ends the loop.
+        while (!stop.load(std::memory_order_relaxed)) {
+            e[0]->progress();
+        }
+    });
+    const int rounds = 2000 * mpiv::test::time_multiplier();
+    int received = 0;
+    for (int i = 0; i < rounds; ++i) {
+        // Both sides make the communicator anew (its sequence numbers start over).
+        ep::comm_state *mine = nullptr;
+        ep::comm_state *sender = nullptr;
+        ASSERT_EQ(e[1]->comm_create(k_churn, 2, 0, sender), status::ok);
+        ASSERT_EQ(e[0]->comm_create(k_churn, 2, 0, mine), status::ok);
+        if (i % 4 == 0) {
+            int v = i, got = -1;
+            sop s;
+            s.rc = e[1]->isend(*sender, 0, 1, 0, 1, &v, sizeof v, 0, nullptr, s.op, s.st);
+            ASSERT_EQ(s.rc, status::ok);
+            rop r;
+            r.rc = e[0]->irecv(*mine, 1, 1, &got, sizeof got, &r.rec, r.op, r.st);
+            const auto deadline = std::chrono::steady_clock::now() + timeout();
+            while (!r.done()) {
+                ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+                std::this_thread::yield();
+            }
+            EXPECT_EQ(got, i);
+            ++received;
+        }
+        ASSERT_EQ(e[0]->comm_destroy(mine), status::ok);
+        ASSERT_EQ(e[1]->comm_destroy(sender), status::ok);
+    }
+    stop.store(true, std::memory_order_relaxed);
+    drainer.join();
+    EXPECT_EQ(received, (rounds + 3) / 4);
 }
 
 } // namespace
