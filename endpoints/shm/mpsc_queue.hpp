@@ -379,12 +379,16 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// @context the owning process; never blocks
     std::uint64_t drain_mark() const noexcept
     {
-        // Acquire: pairs with the release store in unlock(); read before the lock word, so
-        // that a drain running at the lock load ends with a higher count.
-        const std::uint64_t n = drains_.load(std::memory_order_acquire);
         // seq_cst: Dekker with the seq_cst exchange in try_lock(): a drain that takes the
         // lock after this load sees the caller's writes (it reads them with seq_cst loads).
-        return lock_.load(std::memory_order_seq_cst) == 0 ? k_idle_mark : n;
+        if (lock_.load(std::memory_order_seq_cst) == 0) {
+            return k_idle_mark;
+        }
+        // Acquire: pairs with the release store in unlock(). Read after the lock word,
+        // whose exchange by the running drain this thread has seen: the count is at least
+        // the one that drain started with (or later: then a later drain must end too,
+        // which only delays the caller).
+        return drains_.load(std::memory_order_acquire);
     }
 
     /// @brief Whether the drain() running at @p mark (from drain_mark()) has ended.
