@@ -1,11 +1,13 @@
 #!/bin/sh
-# Verify the Promela models of the lock library, of sync's owned mode and of the PML's
-# reused pthread waiter with spin (run by `make check` when configure found spin). For
-# each configuration: a safety run (assertions, invalid end states) and, for the locks, a
-# liveness run (acceptance cycles of the model's ltl claim). Deliberately broken variants
-# must fail (a no_waiters() that lies; an owned sync without the quiescence handshake, or
-# whose local signals wake a foreign waiter only on completion; a wait for any request
-# that does not settle its late wakes), so each property is known to have teeth.
+# Verify the Promela models of the lock library, of sync's owned mode, of the PML's
+# reused pthread waiter and of freeing destroyed communicators with spin (run by `make
+# check` when configure found spin). For each configuration: a safety run (assertions,
+# invalid end states) and, for the locks, a liveness run (acceptance cycles of the
+# model's ltl claim). Deliberately broken variants must fail (a no_waiters() that lies;
+# an owned sync without the quiescence handshake, or whose local signals wake a foreign
+# waiter only on completion; a wait for any request that does not settle its late wakes;
+# a communicator freed without waiting for the drains), so each property is known to
+# have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -85,6 +87,10 @@ run_pan "$models/owned_sync.pml" "-DK=2 -DNO_QUIESCE -DPTHREAD" safety fail
 run_pan "$models/owned_sync.pml" "-DK=2 -DREMOTE -DWAKE_ON_COMPLETION_ONLY" safety fail
 run_pan "$models/wait_any.pml" "" safety pass
 run_pan "$models/wait_any.pml" "-DNO_SETTLE" safety fail
+for defines in "-DDRAINERS=2 -DROUNDS=2" "-DDRAINERS=3 -DROUNDS=2"; do
+    run_pan "$models/comm_reap.pml" "$defines" safety pass
+done
+run_pan "$models/comm_reap.pml" "-DNO_MARK" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0
