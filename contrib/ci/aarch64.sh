@@ -1,7 +1,9 @@
 #!/bin/bash
 # CI stage 3: cross-build for aarch64 with Debian's g++-aarch64-linux-gnu and run the
 # scheduler tests under qemu-aarch64. Installs the cross toolchain, qemu-user and the
-# arm64 hwloc/GoogleTest libraries (multiarch) when missing.
+# arm64 hwloc/GoogleTest libraries and C++ runtime (multiarch: the dynamic loader under
+# qemu looks in /usr/lib/aarch64-linux-gnu, not in the cross toolchain's directory) when
+# missing.
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 jobs=${MPIV_JOBS:-$(nproc)}
@@ -9,7 +11,7 @@ sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 
 need=()
-for p in g++-aarch64-linux-gnu qemu-user libhwloc-dev:arm64 libgtest-dev:arm64; do
+for p in g++-aarch64-linux-gnu qemu-user libhwloc-dev:arm64 libgtest-dev:arm64 libstdc++6:arm64; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
