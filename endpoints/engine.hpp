@@ -1,5 +1,8 @@
 // engine: the point-to-point engine of one process over the shared-memory transport
 // (the C ABI is <mpiv/mpiv_p2p.h>; the Open MPI component drives it).
+// Sources: engine.cpp (creation, peers, communicators), engine_send.cpp (sends, outbound
+// lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_wait.cpp
+// (waiting, the server thread); engine_detail.hpp holds what they share.
 //
 // Design:
 // - Segment. The engine creates one memfd segment (segment.hpp): a header, one inbound
@@ -363,6 +366,8 @@ class engine {
     /// One drained queue message: a wire header, then @p bytes - sizeof(wire) more.
     void handle(const unsigned char *msg, std::size_t bytes) noexcept;
     [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
+    // The arrivals that waited for a communicator (comm_create), in their order.
+    void arrive_early(comm_state &comm, inmsg *first) noexcept;
     // Hand @p m's bytes to @p to and write @p st. False: the message's ACK or FIN waits
     // for room, and its push completes the receive @p user (with @p st) later.
     bool deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept;
@@ -409,6 +414,9 @@ class engine {
     void pthread_wait(waiter &w) noexcept;
     void pthread_wait_slow(waiter &w, int spins) noexcept;
     void owner_loop(waiter &w) noexcept;
+    // Sleep on this segment's doorbell (rung by senders and local posters; at most
+    // k_doorbell_timeout_ns) unless something is to be done or still() turns false.
+    template <class Still> void doze(Still still) noexcept;
     void sleep_on_word(waiter &w, std::uint32_t seen) noexcept;
     void leave_owner() noexcept;
     void promote_next_locked() noexcept; // park_mu_ held

@@ -1,0 +1,65 @@
+// engine_detail.hpp: what the engine's source files share (engine.cpp: set-up, peers and
+// communicators; engine_send.cpp: sends and the outbound lists; engine_recv.cpp: arrivals,
+// matching hand-off, delivery and progress; engine_wait.cpp: waiting and the server
+// thread). Not a public header: only those files include it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+#include "base/futex.hpp"
+#include "endpoints/engine.hpp"
+
+namespace mpiv::ep {
+
+namespace detail {
+
+// Drains of inbound queues the calling thread is inside (see engine::reap()); defined in
+// engine_recv.cpp. initial-exec, as in sched/worker.hpp: no __tls_get_addr call on the
+// data path of a library Open MPI loads with dlopen.
+extern thread_local int tl_draining __attribute__((tls_model("initial-exec")));
+
+// ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
+// one slot through two mappings at different addresses (two engines of one process in
+// tests). One process-wide key stands for it: released before every push, acquired after
+// every pop.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
+inline char tsan_queue_key;
+#endif
+inline void tsan_pushing()
+{
+#if defined(__SANITIZE_THREAD__)
+    __tsan_release(&tsan_queue_key);
+#endif
+}
+inline void tsan_popped()
+{
+#if defined(__SANITIZE_THREAD__)
+    __tsan_acquire(&tsan_queue_key);
+#endif
+}
+
+} // namespace detail
+
+inline void engine::ring(std::atomic<std::uint32_t> *doorbell,
+                         std::atomic<std::uint32_t> *sleeping) noexcept
+{
+    // Dekker with the sleeper in owner_loop(): our push (or completion) and this load on
+    // one side, its increment of `sleeping` and its emptiness check on the other, each
+    // separated by a seq_cst fence: one of us sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleeping->load(std::memory_order_relaxed) != 0) {
+        doorbell->fetch_add(1, std::memory_order_relaxed);
+        base::futex_wake_shared(*doorbell, 1);
+    }
+}
+
+} // namespace mpiv::ep

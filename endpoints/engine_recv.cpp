@@ -1,0 +1,609 @@
+// engine: arrivals (checks, matching hand-off, the pending list), delivery (inline,
+// packet, rendezvous reads), receives, probes and progress(). See engine.hpp for the
+// design.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "base/backoff.hpp"
+#include "base/copy.hpp"
+#include "base/log.hpp"
+#include "endpoints/engine_detail.hpp"
+#include "endpoints/shm/cma.hpp"
+
+namespace mpiv::ep {
+
+namespace detail {
+thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
+} // namespace detail
+
+namespace {
+
+constexpr int k_drain_batch = 64; // messages per queue per progress() call
+
+// One spare inmsg per thread: in a ping-pong the thread that delivers a message is the
+// one that receives the next, so arrivals need no malloc. The pointer is initial-exec TLS
+// (a trivial type: no guard, no __tls_get_addr); a separate object with a destructor,
+// touched when a thread first keeps a spare, frees it at thread exit.
+static_assert(std::is_trivially_destructible_v<inmsg>, "spare inmsgs are reused in place");
+thread_local inmsg *tl_spare __attribute__((tls_model("initial-exec"))) = nullptr;
+
+struct spare_release {
+    ~spare_release()
+    {
+        delete tl_spare;
+        tl_spare = nullptr;
+    }
+};
+thread_local spare_release tl_spare_release;
+
+inmsg *alloc_inmsg() noexcept
+{
+    if (inmsg *m = tl_spare) {
+        tl_spare = nullptr;
+        return new (m) inmsg; // fresh node state (inmsg is trivially destructible)
+    }
+    return new (std::nothrow) inmsg;
+}
+
+void free_inmsg(inmsg *m) noexcept
+{
+    if (tl_spare == nullptr) {
+        static thread_local bool registered __attribute__((tls_model("initial-exec"))) = false;
+        if (!registered) {
+            registered = true;
+            (void)&tl_spare_release; // registers the thread-exit delete
+        }
+        tl_spare = m;
+    } else {
+        delete m;
+    }
+}
+
+} // namespace
+
+namespace {
+// Shortens a gather list to its first n bytes (fewer when the list holds fewer).
+void cut_at(std::vector<struct iovec> &list, std::size_t n) noexcept
+{
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        if (list[i].iov_len >= n - total) {
+            list[i].iov_len = n - total;
+            list.resize(i + 1);
+            return;
+        }
+        total += list[i].iov_len;
+    }
+}
+
+// Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
+// message is mostly this call.
+[[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,
+                                       const void *data, std::size_t n) noexcept
+{
+    if (n == 0) {
+        return;
+    }
+    if (to.sink != nullptr) {
+        to.sink(to.ctx, offset, data, n);
+    } else if (n <= base::k_copy_small_max) {
+        base::copy_small(static_cast<char *>(to.buf) + offset, data, n);
+    } else {
+        std::memcpy(static_cast<char *>(to.buf) + offset, data, n);
+    }
+}
+} // namespace
+
+int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire &w,
+                          std::size_t n) noexcept
+{
+    // The sender writes its bytes in order and publishes how many are there: read each
+    // part once it is, and return only once the sender is done with its buffer (it may
+    // free it when the FIN that follows completes the send), even when n < w.size.
+    const pid_t pid = peers_[from].pid;
+    const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
+    std::unique_ptr<unsigned char[]> bounce;
+    if (to.sink != nullptr && n != 0) {
+        bounce.reset(new (std::nothrow) unsigned char[piece]);
+        if (bounce == nullptr) {
+            base::log(base::log_level::error, "mpiv: no memory for a %zu-byte receive piece",
+                      piece);
+            return MPIV_ERR_NOMEM;
+        }
+    }
+    const auto *src = reinterpret_cast<const unsigned char *>(w.u.ref.where);
+    std::size_t ready = 0; // bytes the sender has written, as last read
+    std::size_t done = 0;  // bytes delivered
+    base::backoff wait;
+    for (;;) {
+        while (done < std::min(ready, n)) { // what is there, a piece at a time for a sink
+            const std::size_t len =
+                std::min(std::min(ready, n) - done, to.sink != nullptr ? piece : n);
+            void *dest = to.sink != nullptr ? static_cast<void *>(bounce.get())
+                                            : static_cast<char *>(to.buf) + done;
+            if (shm::cma_read(pid, dest, reinterpret_cast<std::uintptr_t>(src + done), len) !=
+                status::ok) {
+                return MPIV_ERR_SYSTEM;
+            }
+            if (to.sink != nullptr) {
+                to.sink(to.ctx, done, bounce.get(), len);
+            }
+            done += len;
+        }
+        if (done == n && ready == w.size) {
+            return MPIV_OK;
+        }
+        std::uint64_t count = 0;
+        if (shm::cma_read(pid, &count, w.u.ref.spare, sizeof count) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        // sync: acquire; pairs with the sender's release store of the count: the bytes it
+        // covers are read after it (by the next cma_read, on this thread).
+        std::atomic_thread_fence(std::memory_order_acquire);
+        const std::size_t seen = std::min<std::size_t>(count, w.size); // a faulty count
+        if (seen > ready) {
+            ready = seen;
+            wait.reset();
+        } else {
+            wait.pause();
+        }
+    }
+}
+
+int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w,
+                        std::size_t n) noexcept
+{
+    if ((w.flags & k_wire_streamed) != 0) {
+        return read_streamed(from, to, w, n);
+    }
+    const pid_t pid = peers_[from].pid;
+    // The sender's bytes: one range, or (k_wire_gather) its list of ranges, fetched from
+    // the sender and cut at n bytes.
+    struct iovec single = {reinterpret_cast<void *>(w.u.ref.where), n};
+    const struct iovec *ranges = &single;
+    std::size_t count = 1;
+    std::vector<struct iovec> list;
+    if ((w.flags & k_wire_gather) != 0) {
+        try {
+            list.resize(static_cast<std::size_t>(w.u.ref.spare));
+        } catch (const std::exception &) { // bad_alloc, or length_error for a huge count
+            base::log(base::log_level::error, "mpiv: no memory for a %llu-entry gather list",
+                      static_cast<unsigned long long>(w.u.ref.spare));
+            return MPIV_ERR_NOMEM;
+        }
+        if (!list.empty() && shm::cma_read(pid, list.data(), w.u.ref.where,
+                                           list.size() * sizeof(struct iovec)) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        cut_at(list, n);
+        ranges = list.data();
+        count = list.size();
+    }
+    if (to.sink == nullptr) {
+        const struct iovec local = {to.buf, n};
+        return shm::cma_readv(pid, &local, 1, ranges, count) == status::ok ? MPIV_OK
+                                                                             : MPIV_ERR_SYSTEM;
+    }
+    // A sink: read piece by piece through a bounce buffer (below malloc's mmap threshold,
+    // so reused from the heap), each piece consumed before the next is read. A piece
+    // spans at most k_piece_ranges of the sender's ranges (it is shorter when they are).
+    constexpr std::size_t k_piece_ranges = 64;
+    const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
+    std::unique_ptr<unsigned char[]> bounce(new (std::nothrow) unsigned char[piece]);
+    if (bounce == nullptr) {
+        base::log(base::log_level::error, "mpiv: no memory for a %zu-byte receive piece", piece);
+        return MPIV_ERR_NOMEM;
+    }
+    std::size_t entry = 0;
+    std::size_t within = 0; // bytes of ranges[entry] already read
+    for (std::size_t done = 0; done < n;) {
+        const std::size_t want = std::min(piece, n - done);
+        struct iovec part[k_piece_ranges];
+        std::size_t parts = 0;
+        std::size_t len = 0;
+        while (len < want && parts < k_piece_ranges) {
+            if (entry == count) {
+                base::log(base::log_level::error,
+                          "mpiv: gather list of peer %u holds fewer bytes than its message", from);
+                return MPIV_ERR_INTERNAL;
+            }
+            if (within == ranges[entry].iov_len) { // done with it, or empty
+                ++entry;
+                within = 0;
+                continue;
+            }
+            const std::size_t take = std::min(ranges[entry].iov_len - within, want - len);
+            part[parts++] = {static_cast<char *>(ranges[entry].iov_base) + within, take};
+            len += take;
+            within += take;
+        }
+        const struct iovec local = {bounce.get(), len};
+        if (shm::cma_readv(pid, &local, 1, part, parts) != status::ok) {
+            return MPIV_ERR_SYSTEM;
+        }
+        to.sink(to.ctx, done, bounce.get(), len);
+        done += len;
+    }
+    return MPIV_OK;
+}
+
+bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept
+{
+    const wire &w = m.w;
+    const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
+    int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
+    wire_kind control = wire_kind::pad; // what the sender waits for: ack, fin or nothing
+    switch (w.kind) {
+    case wire_kind::eager_inline:
+        put(to, 0, w.u.data, std::min(n, k_wire_inline));
+        if (n > k_wire_inline) {
+            put(to, k_wire_inline, m.more, n - k_wire_inline);
+        }
+        break;
+    case wire_kind::eager_packet:
+        put(to, 0, m.packet, n);
+        if (peers_[w.from].region.put(const_cast<void *>(m.packet)) != status::ok) {
+            base::log(base::log_level::error, "mpiv: cannot return a packet to peer %u", w.from);
+        }
+        if ((w.flags & k_wire_sync) != 0) {
+            control = wire_kind::ack;
+        }
+        break;
+    case wire_kind::rts:
+        if (w.from == params_.self && (w.flags & k_wire_streamed) != 0) {
+            // This process's own send: wait until it has written everything.
+            const auto *written = reinterpret_cast<const std::size_t *>(w.u.ref.spare);
+            base::backoff wait;
+            // sync: acquire; pairs with the writer's release store of the count.
+            while (__atomic_load_n(written, __ATOMIC_ACQUIRE) < w.size) {
+                wait.pause();
+            }
+        }
+        if (n != 0 || (w.flags & k_wire_streamed) != 0) {
+            if (w.from != params_.self) {
+                const int read = read_remote(w.from, to, w, n);
+                error = read != MPIV_OK ? read : error;
+            } else if ((w.flags & k_wire_gather) != 0) {
+                const auto *iov = reinterpret_cast<const struct iovec *>(w.u.ref.where);
+                for (std::size_t i = 0, off = 0; off < n; off += iov[i].iov_len, ++i) {
+                    put(to, off, iov[i].iov_base, std::min(iov[i].iov_len, n - off));
+                }
+            } else {
+                put(to, 0, reinterpret_cast<const void *>(w.u.ref.where), n);
+            }
+        }
+        control = wire_kind::fin;
+        break;
+    default:
+        error = MPIV_ERR_INTERNAL;
+        break;
+    }
+    st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size), error};
+    const bool done = control == wire_kind::pad ||
+                      send_control(w.from, control, w.u.ref.token, n, user, st);
+    free_inmsg(&m);
+    return done;
+}
+
+inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
+{
+    mpiv_p2p_status_t st;
+    void *const user = op.user;
+    if (deliver(m, op.to, user, st)) {
+        params_.complete(user, &st);
+    }
+}
+
+inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
+{
+    match::envelope env;
+    env.source = m.w.source;
+    env.tag = m.w.tag;
+    env.seq = m.w.seq;
+    env.size = m.w.size;
+    env.ordered = (m.w.flags & k_wire_unordered) == 0;
+    match::match_list matched;
+    const status s = comm.match([&](auto &c) { return c.arrive(m, env, matched); });
+    if (s != status::ok) {
+        // An envelope the communicator cannot take (a source outside it), or no memory for
+        // the sender's state: either way later messages of this sender could wait for it
+        // for ever; say so (the component ends the job).
+        char what[128];
+        std::snprintf(what, sizeof what, "a message for communicator %u from rank %d, tag %d: %s",
+                      m.w.cid, m.w.source, m.w.tag, mpiv_status_string(to_c(s)));
+        fault(m.w.from, what);
+        free_inmsg(&m);
+        return;
+    }
+    while (match::msg_node *mn = matched.pop()) {
+        auto &im = static_cast<inmsg &>(*mn);
+        complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
+    }
+}
+
+void engine::arrive_early(comm_state &comm, inmsg *first) noexcept
+{
+    // Early arrivals are matched only now; a new arrival of the same sender may overtake
+    // them into arrive(), and the sequence numbers put it back in order.
+    while (first != nullptr) {
+        inmsg *next = first->next_pending;
+        arrive(comm, *first);
+        first = next;
+    }
+}
+
+void engine::fault(std::uint32_t peer, const char *what) noexcept
+{
+    // A message can only be blamed on the other, connected, peer it names: one that names
+    // this process or no connected peer may come from anyone.
+    if (peer >= params_.num_peers || peer == params_.self || !peers_[peer].connected) {
+        peer = MPIV_P2P_PEER_UNKNOWN;
+    }
+    std::atomic<bool> &reported =
+        peer < params_.num_peers ? peers_[peer].faulted : unknown_faulted_;
+    // Relaxed: only makes the report once per peer.
+    if (reported.exchange(true, std::memory_order_relaxed)) {
+        return;
+    }
+    if (params_.fault != nullptr) {
+        params_.fault(peer < params_.num_peers ? peer : MPIV_P2P_PEER_UNKNOWN, what);
+    } else if (peer < params_.num_peers) {
+        base::log(base::log_level::error, "mpiv: peer %u wrote invalid data into shared memory: %s",
+                  peer, what);
+    } else {
+        base::log(base::log_level::error,
+                  "mpiv: invalid data in shared memory, from a peer that cannot be named: %s",
+                  what);
+    }
+}
+
+void engine::handle_control(const wire &w) noexcept
+{
+    // The token must name a live send of this process to the peer that answers, of the
+    // kind that waits for this answer (ACK: synchronous eager; FIN: rendezvous).
+    send_op *op = tokens_.peek(w.u.ref.token);
+    const wire_kind expects = w.kind == wire_kind::ack ? wire_kind::eager_packet : wire_kind::rts;
+    if (op == nullptr || op->peer != w.from || op->w.kind != expects ||
+        (op = tokens_.redeem(w.u.ref.token)) == nullptr) {
+        char what[96];
+        std::snprintf(what, sizeof what, "%s with token %#llx, which names no send of ours to it",
+                      w.kind == wire_kind::ack ? "an ACK" : "a FIN",
+                      static_cast<unsigned long long>(w.u.ref.token));
+        fault(w.from, what);
+        return;
+    }
+    mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
+    params_.complete(op->user, &st);
+}
+
+inline bool engine::valid_arrival(const wire &w, std::size_t more_bytes) noexcept
+{
+    if (w.from < params_.num_peers && peers_[w.from].connected) {
+        if (w.kind == wire_kind::eager_inline) {
+            if (w.inline_bytes == w.size && w.size <= k_wire_inline) {
+                return true;
+            }
+        } else if (w.kind == wire_kind::eager_packet &&
+                   w.size <= peers_[w.from].region.packet_size()) {
+            return true;
+        }
+    }
+    return valid_arrival_slow(w, more_bytes);
+}
+
+bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
+{
+    char what[128];
+    if (w.from >= params_.num_peers || !peers_[w.from].connected) {
+        std::snprintf(what, sizeof what, "a message names sender %u, not a connected peer",
+                      w.from);
+        fault(w.from, what);
+        return false;
+    }
+    switch (w.kind) {
+    case wire_kind::eager_inline:
+        if (w.inline_bytes != w.size || w.size > k_inline_max ||
+            (w.size > k_wire_inline && w.size - k_wire_inline > more_bytes)) {
+            std::snprintf(what, sizeof what,
+                          "an inline message of %llu bytes (%u inline, %zu in the queue)",
+                          static_cast<unsigned long long>(w.size), w.inline_bytes,
+                          more_bytes + k_wire_inline);
+            fault(w.from, what);
+            return false;
+        }
+        return true;
+    case wire_kind::eager_packet:
+        if (w.size > peers_[w.from].region.packet_size()) {
+            std::snprintf(what, sizeof what, "a packet message of %llu bytes (packets hold %u)",
+                          static_cast<unsigned long long>(w.size),
+                          peers_[w.from].region.packet_size());
+            fault(w.from, what);
+            return false;
+        }
+        return true;
+    default: // rts
+        break;
+    }
+    if ((w.flags & k_wire_gather) != 0 && w.u.ref.spare > 256 && w.u.ref.spare - 256 > w.size) {
+        std::snprintf(what, sizeof what, "a gather list of %llu ranges for %llu bytes",
+                      static_cast<unsigned long long>(w.u.ref.spare),
+                      static_cast<unsigned long long>(w.size));
+        fault(w.from, what);
+        return false;
+    }
+    if (w.from == params_.self) {
+        // Its addresses are read in this process: it must be one of our live sends, as the
+        // send itself described it.
+        const send_op *op = tokens_.peek(w.u.ref.token);
+        constexpr std::uint8_t k_layout = k_wire_gather | k_wire_streamed;
+        if (op == nullptr || op->peer != params_.self || op->w.kind != wire_kind::rts ||
+            op->w.size != w.size || op->w.u.ref.where != w.u.ref.where ||
+            op->w.u.ref.spare != w.u.ref.spare || (op->w.flags & k_layout) != (w.flags & k_layout)) {
+            fault(w.from,
+                  "a rendezvous message claims to come from this process but matches none of "
+                  "its sends");
+            return false;
+        }
+    }
+    return true;
+}
+
+void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
+{
+    wire_kind kind;
+    std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
+    switch (kind) {
+    case wire_kind::ack:
+    case wire_kind::fin: {
+        wire w;
+        std::memcpy(&w, msg, sizeof w);
+        handle_control(w);
+        return;
+    }
+    case wire_kind::eager_inline:
+    case wire_kind::eager_packet:
+    case wire_kind::rts:
+        break;
+    case wire_kind::pad:
+        return;
+    default: {
+        std::uint32_t from;
+        std::memcpy(&from, msg + offsetof(wire, from), sizeof from);
+        char what[64];
+        std::snprintf(what, sizeof what, "a message of unknown kind %u",
+                      static_cast<unsigned>(kind));
+        fault(from, what);
+        return;
+    }
+    }
+    inmsg *m = alloc_inmsg();
+    if (m == nullptr) {
+        base::log(base::log_level::error, "mpiv: out of memory receiving a message; aborting");
+        std::abort();
+    }
+    std::memcpy(&m->w, msg, sizeof m->w); // straight from the drained copy
+    const wire &w = m->w;
+    const std::size_t more_bytes = bytes - sizeof w;
+    m->packet = nullptr;
+    m->next_pending = nullptr;
+    if (!valid_arrival(w, more_bytes)) {
+        free_inmsg(m);
+        return;
+    }
+    if (w.kind == wire_kind::eager_packet) {
+        void *p = nullptr;
+        if (peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
+            fault(w.from, "a packet offset outside its packet region");
+            free_inmsg(m);
+            return;
+        }
+        m->packet = p;
+    }
+    if (w.kind == wire_kind::eager_inline && w.size > k_wire_inline) {
+        std::memcpy(m->more, msg + sizeof w, w.size - k_wire_inline);
+    }
+    // Acquire: pairs with the release store in comm_create(). seq_cst: Dekker with
+    // comm_destroy() (see there).
+    comm_state *c = comms_[w.cid].load(std::memory_order_seq_cst);
+    if (c == nullptr) {
+        std::lock_guard<std::mutex> guard(pending_mu_);
+        c = comms_[w.cid].load(std::memory_order_relaxed);
+        if (c == nullptr) {
+            inmsg **tail = &pending_;
+            while (*tail != nullptr) {
+                tail = &(*tail)->next_pending;
+            }
+            *tail = m;
+            return;
+        }
+    }
+    arrive(*c, *m);
+}
+
+status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
+                     const recv_target &to, void *user, recv_op &op, mpiv_p2p_status_t &st) noexcept
+{
+    if (to.sink == nullptr && to.buf == nullptr && to.capacity != 0) {
+        return status::invalid_arg;
+    }
+    op.type = op_type::recv;
+    op.comm = &comm;
+    op.user = user;
+    op.to = to;
+    const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
+    if (s == status::ok && !deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
+        return status::inprogress; // its ACK or FIN waits for room: completed with it
+    }
+    return s;
+}
+
+status engine::cancel(recv_op &op) noexcept
+{
+    return op.comm->match([&](auto &c) { return c.cancel(op); });
+}
+
+status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
+                      mpiv_p2p_status_t &st) noexcept
+{
+    match::envelope env;
+    const status s = comm.match([&](auto &c) { return c.probe(source, tag, env); });
+    if (s == status::ok) {
+        st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
+    }
+    return s;
+}
+
+status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, inmsg *&msg_p,
+                       mpiv_p2p_status_t &st) noexcept
+{
+    match::msg_node *m = nullptr;
+    const status s = comm.match([&](auto &c) { return c.mprobe(source, tag, m); });
+    if (s == status::ok) {
+        const match::envelope &env = m->env();
+        st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
+        msg_p = static_cast<inmsg *>(m);
+    }
+    return s;
+}
+
+status engine::mrecv(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept
+{
+    return deliver(m, to, user, st) ? status::ok : status::inprogress;
+}
+
+int engine::progress() noexcept
+{
+    int events = 0;
+    // Relaxed: a hint; drain_outbound() reads the list under its mutex.
+    if (outbound_count_.load(std::memory_order_relaxed) != 0) {
+        events += drain_outbound();
+    }
+    const std::size_t n = inbound_.size();
+    std::size_t next = my_endpoint(); // own queue first, then the others round the ring
+    for (std::size_t i = 0; i < n; ++i) {
+        shm::mpsc_queue<> &q = inbound_[next];
+        next = next + 1 == n ? 0 : next + 1;
+        if (q.empty_hint()) {
+            continue;
+        }
+        const auto on_message = [this](const void *payload, std::size_t bytes) {
+            detail::tsan_popped();
+            handle(static_cast<const unsigned char *>(payload), bytes);
+        };
+        ++detail::tl_draining;
+        const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
+                              : q.drain(on_message, k_drain_batch);
+        --detail::tl_draining;
+        if (k > 0) {
+            events += k;
+        }
+    }
+    return events;
+}
+
+} // namespace mpiv::ep

@@ -1,0 +1,479 @@
+// engine: waiting (ULT waits with poller ULTs, pthread waits as progress owner or parked,
+// yielding waits) and the communication-server thread. See engine.hpp for the design.
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include <hwloc.h>
+
+#include "base/backoff.hpp"
+#include "base/log.hpp"
+#include "sched/runtime.hpp"
+#include "sched/worker.hpp"
+#include "endpoints/engine_detail.hpp"
+
+namespace mpiv::ep {
+
+namespace {
+// A pthread's waiter (one wait at a time per thread). It is not thread-local storage: a
+// waker may still read it (owner, asleep) after the decrement that let the wait return,
+// and the thread may exit right then. Waiters of exited threads are recycled through a
+// process-wide free list and never freed; a late access then meets a reused waiter and
+// costs at most a spurious wake-up.
+struct waiter_pool {
+    std::mutex mu;
+    std::vector<waiter *> free;
+    std::vector<std::unique_ptr<waiter>> all; // owns every pthread waiter ever made
+};
+waiter_pool &pthread_waiters()
+{
+    static waiter_pool *pool = new waiter_pool; // never destroyed: threads may outlive exit()
+    return *pool;
+}
+thread_local waiter *tl_waiter __attribute__((tls_model("initial-exec"))) = nullptr;
+struct waiter_release {
+    ~waiter_release()
+    {
+        if (tl_waiter != nullptr) {
+            waiter_pool &p = pthread_waiters();
+            std::lock_guard<std::mutex> guard(p.mu);
+            p.free.push_back(tl_waiter); // capacity reserved when the waiter was made
+            tl_waiter = nullptr;
+        }
+    }
+};
+thread_local waiter_release tl_waiter_release;
+
+waiter &my_pthread_waiter()
+{
+    if (tl_waiter == nullptr) {
+        waiter_pool &p = pthread_waiters();
+        std::lock_guard<std::mutex> guard(p.mu);
+        if (!p.free.empty()) {
+            tl_waiter = p.free.back();
+            p.free.pop_back();
+        } else {
+            try {
+                p.all.push_back(std::make_unique<waiter>());
+                p.free.reserve(p.all.size());
+                tl_waiter = p.all.back().get();
+            } catch (const std::bad_alloc &) {
+                base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+                std::abort();
+            }
+        }
+        (void)&tl_waiter_release; // registers the thread-exit hand-back
+    }
+    return *tl_waiter;
+}
+// Progress polls before a pthread parks or takes ownership: long when it waits alone
+// (latency), short when other threads wait too (they need the CPU more).
+constexpr int k_spin_polls_alone = 4096;
+constexpr int k_spin_polls_crowd = 64;
+constexpr long k_park_timeout_ns = 10000000;     // parked: re-check ownership every 10 ms
+constexpr int k_idle_clock_polls = 256;          // idle polls between two looks at the clock
+constexpr long k_doorbell_timeout_ns = 1000000;  // safety net: re-poll every 1 ms
+
+// Idle polls of a progress loop, and whether params_.idle_us have passed without an event
+// (the clock is read once every k_idle_clock_polls polls).
+class idle_timer {
+  public:
+    explicit idle_timer(std::uint32_t idle_us) noexcept : budget_(idle_us) {}
+    void busy() noexcept { polls_ = 0; }
+    // One idle poll; true once the budget is spent (counting then starts over).
+    bool spent() noexcept
+    {
+        if (++polls_ == 1) {
+            since_ = std::chrono::steady_clock::now();
+        }
+        if (polls_ % k_idle_clock_polls != 0 ||
+            std::chrono::steady_clock::now() - since_ < budget_) {
+            return false;
+        }
+        polls_ = 0;
+        return true;
+    }
+    unsigned polls() const noexcept { return polls_; }
+
+  private:
+    std::chrono::microseconds budget_;
+    std::chrono::steady_clock::time_point since_{};
+    unsigned polls_ = 0;
+};
+} // namespace
+
+template <class Still> void engine::doze(Still still) noexcept
+{
+    const std::uint32_t seen = doorbell_->load(std::memory_order_relaxed);
+    sleeping_->fetch_add(1, std::memory_order_relaxed);
+    // seq_cst fence: Dekker with ring() (see there).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (inbound_idle() && still()) {
+        base::futex_wait_for(*doorbell_, seen, k_doorbell_timeout_ns, true);
+    }
+    sleeping_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+waiter *engine::wait_begin(std::int32_t count) noexcept
+{
+    if (sched::worker::current_ult() != nullptr) {
+        auto *w = new (std::nothrow) waiter;
+        auto *s = new (std::nothrow) sched::sync(count);
+        if (w == nullptr || s == nullptr) {
+            base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+            std::abort();
+        }
+        w->ult_sync = s;
+        return w;
+    }
+    waiter &w = my_pthread_waiter();
+    w.begun = count;
+    // Release: pairs with the acquire in wake(); the count is set before any registration.
+    w.remaining.store(count, std::memory_order_release);
+    return &w;
+}
+
+void engine::wait_settle(waiter *w, std::int32_t total) noexcept
+{
+    // The completers still to come took w before the wait ended and wake it at once;
+    // nothing here depends on progress.
+    base::backoff wait;
+    // Acquire: pairs with the acq_rel decrement in wake().
+    while (w->begun - w->remaining.load(std::memory_order_acquire) < total) {
+        wait.pause();
+    }
+}
+
+void engine::wake(waiter *w) noexcept
+{
+    if (sched::sync *s = w->ult_sync) {
+        // The waiting ULT may free w and s as soon as the last signal lands.
+        (void)s->signal();
+        return;
+    }
+    // acq_rel: the completion's writes happen before the waiter sees remaining <= 0.
+    // Serial: the waiter is this thread (or one that takes over through the caller's own
+    // synchronization), so a plain decrement does.
+    std::int32_t before;
+    if (serial_) {
+        before = w->remaining.load(std::memory_order_relaxed);
+        w->remaining.store(before - 1, std::memory_order_release);
+    } else {
+        before = w->remaining.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (before == 1) {
+        // seq_cst: Dekker with owner_loop() (its owner store, then its remaining check).
+        const bool owner = w->owner.load(std::memory_order_seq_cst);
+        // seq_cst: Dekker with sleep_on_word() (its asleep store, then its remaining
+        // check): a waiter that is not asleep sees the completion without a system call.
+        if (w->asleep.load(std::memory_order_seq_cst)) {
+            w->word.fetch_add(1, std::memory_order_release);
+            base::futex_wake(w->word, 1);
+        }
+        // seq_cst (the decrement above is the RMW half of the Dekker with owner_loop's
+        // sleeping increment + fence): ring only an owner asleep on the doorbell.
+        if (owner && sleeping_->load(std::memory_order_seq_cst) != 0) {
+            doorbell_->fetch_add(1, std::memory_order_relaxed);
+            base::futex_wake_shared(*doorbell_, 1);
+        }
+    }
+}
+
+void engine::wait_end(waiter *w) noexcept
+{
+    if (sched::sync *s = w->ult_sync) {
+        // Inline progress: the waiting ULTs poll, yielding between polls; with a server
+        // thread they block until the completion signals them.
+        if (!s->test() && params_.progress != MPIV_P2P_PROGRESS_SERVER) {
+            progress();
+            if (!s->test()) {
+                // seq_cst: Dekker with the poller's exit (its clear of poller_on_, then
+                // its load of ult_waiters_).
+                ult_waiters_.fetch_add(1, std::memory_order_seq_cst);
+                ensure_poller(sched::worker::current()->id());
+                (void)s->wait();
+                ult_waiters_.fetch_sub(1, std::memory_order_relaxed);
+            }
+        } else {
+            (void)s->wait();
+        }
+        delete s;
+        delete w;
+        return;
+    }
+    pthread_wait(*w);
+}
+
+struct engine::poller_arg {
+    engine *e;
+    std::uint32_t worker;
+};
+
+void engine::ensure_poller(std::uint32_t worker) noexcept
+{
+    if (worker >= sched::runtime::k_max_workers ||
+        poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
+        return;
+    }
+    // Pollers are ULTs of the application's runtime: hold a reference on it so that it
+    // outlives them (released by the destructor once they are gone).
+    std::call_once(runtime_ref_once_, [this] { runtime_ref_ = sched::runtime::init(nullptr) == status::ok; });
+    auto *arg = new (std::nothrow) poller_arg{this, worker};
+    sched::runtime *rt = sched::runtime::get();
+    std::uint64_t handle = 0;
+    // Relaxed: the destructor waits for the count to drop back to zero.
+    pollers_live_.fetch_add(1, std::memory_order_relaxed);
+    if (arg == nullptr || rt == nullptr ||
+        rt->spawn(&engine::poller_main, arg, static_cast<int>(worker), true, handle) != status::ok) {
+        base::log(base::log_level::error, "mpiv: cannot start the progress ULT on worker %u; aborting",
+                  worker);
+        std::abort();
+    }
+}
+
+// A worker's poller: drives progress while ULTs of the process wait, yielding to them
+// between polls; it ends when no ULT waits any more.
+void *engine::poller_main(void *raw) noexcept
+{
+    auto *arg = static_cast<poller_arg *>(raw);
+    engine &e = *arg->e;
+    const std::uint32_t worker = arg->worker;
+    delete arg;
+    for (;;) {
+        e.progress();
+        if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0) {
+            e.poller_on_[worker].store(false, std::memory_order_seq_cst);
+            // A waiter that came in between found poller_on_ still set: take over again.
+            if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0 ||
+                e.poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
+                break;
+            }
+        }
+        sched::worker::yield_current();
+    }
+    // Release: the destructor's acquire load sees this poller's last accesses done.
+    e.pollers_live_.fetch_sub(1, std::memory_order_release);
+    return nullptr;
+}
+
+bool engine::inbound_idle() noexcept
+{
+    for (auto &q : inbound_) {
+        if (!q.empty_hint()) {
+            return false;
+        }
+    }
+    // Relaxed: a hint, as in progress().
+    return outbound_count_.load(std::memory_order_relaxed) == 0;
+}
+
+void engine::pthread_wait(waiter &w) noexcept
+{
+    if (serial_) {
+        pthread_wait_slow(w, k_spin_polls_alone); // the only waiter
+        return;
+    }
+    // Relaxed: only sizes the spin.
+    const int spins = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) == 0
+                          ? k_spin_polls_alone
+                          : k_spin_polls_crowd;
+    pthread_wait_slow(w, spins);
+    pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void engine::pthread_wait_slow(waiter &w, int spins) noexcept
+{
+    const bool inline_progress = params_.progress != MPIV_P2P_PROGRESS_SERVER;
+    // One look (and one poll), then the PU handed on; true when the wait is over.
+    const auto look_then_yield = [&] {
+        // Acquire: pairs with the acq_rel decrement in wake().
+        if (w.remaining.load(std::memory_order_acquire) <= 0 ||
+            (inline_progress && progress() > 0 &&
+             w.remaining.load(std::memory_order_acquire) <= 0)) {
+            return true;
+        }
+        std::this_thread::yield();
+        return false;
+    };
+    if (params_.yield_when_idle != 0) {
+        // More processes than PUs: the peer this wait depends on may need this PU. Poll
+        // once, then yield it, for as long as the wait lasts: no spin (it would hold the
+        // PU for the rest of the time slice) and no sleep (a futex wake-up per message).
+        while (!look_then_yield()) {
+        }
+        return;
+    }
+    for (int i = 0; i < spins; ++i) {
+        // Acquire: pairs with the acq_rel decrement in wake().
+        if (w.remaining.load(std::memory_order_acquire) <= 0) {
+            return;
+        }
+        if (inline_progress) {
+            progress();
+        }
+    }
+    // Watch phase, for up to params_.idle_us: a waiter in a crowd (and any waiter when a
+    // server thread drives progress) keeps looking but yields the PU between looks, so
+    // that the thread whose message just came in, or the server, runs at once. Parking
+    // instead costs a futex wake-up per message, tens of microseconds on a virtual
+    // machine: with 16 threads per core the ping-pong rate is several times lower.
+    if (spins == k_spin_polls_crowd || !inline_progress) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::microseconds(params_.idle_us);
+        do {
+            if (look_then_yield()) {
+                return;
+            }
+        } while (std::chrono::steady_clock::now() < deadline);
+    }
+    if (!inline_progress) {
+        // The server drives progress: sleep until the completions arrive.
+        for (;;) {
+            const std::uint32_t seen = w.word.load(std::memory_order_acquire);
+            if (w.remaining.load(std::memory_order_acquire) <= 0) {
+                return;
+            }
+            sleep_on_word(w, seen);
+        }
+    }
+    for (;;) {
+        bool own = false;
+        {
+            std::lock_guard<std::mutex> guard(park_mu_);
+            if (w.promoted.load(std::memory_order_relaxed) || !owner_taken_) {
+                own = true;
+                owner_taken_ = true;
+                w.promoted.store(false, std::memory_order_relaxed);
+                unpark_locked(w);
+            } else if (!w.parked) {
+                w.next = parked_;
+                parked_ = &w;
+                w.parked = true;
+            }
+        }
+        if (own) {
+            owner_loop(w);
+            leave_owner();
+            return;
+        }
+        // Parked: woken by our completion or by a promotion.
+        const std::uint32_t seen = w.word.load(std::memory_order_acquire);
+        if (w.remaining.load(std::memory_order_acquire) <= 0) {
+            std::lock_guard<std::mutex> guard(park_mu_);
+            unpark_locked(w);
+            if (!w.promoted.load(std::memory_order_relaxed)) {
+                return;
+            }
+            // Promoted while completing: pass ownership on.
+            w.promoted.store(false, std::memory_order_relaxed);
+            promote_next_locked();
+            return;
+        }
+        if (!w.promoted.load(std::memory_order_acquire)) {
+            sleep_on_word(w, seen);
+        }
+    }
+}
+
+void engine::sleep_on_word(waiter &w, std::uint32_t seen) noexcept
+{
+    // seq_cst: Dekker with wake() (see there); promotions always call futex_wake.
+    w.asleep.store(true, std::memory_order_seq_cst);
+    if (w.remaining.load(std::memory_order_seq_cst) > 0 &&
+        !w.promoted.load(std::memory_order_seq_cst)) {
+        base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
+    }
+    w.asleep.store(false, std::memory_order_relaxed);
+}
+
+void engine::owner_loop(waiter &w) noexcept
+{
+    // seq_cst: Dekker with wake() (its decrement, then its load of owner).
+    w.owner.store(true, std::memory_order_seq_cst);
+    // The owner sleeps only after params_.idle_us without an event. A shorter bound (a
+    // count of polls) traps two processes in a slow mode: waking a sleeper takes tens of
+    // microseconds on a virtual machine, during which its peer runs out of polls and falls
+    // asleep too, and so on, one sleep per message.
+    idle_timer idle(params_.idle_us);
+    while (w.remaining.load(std::memory_order_seq_cst) > 0) {
+        if (progress() > 0) {
+            idle.busy();
+        } else if (idle.spent()) {
+            doze([&w] { return w.remaining.load(std::memory_order_seq_cst) > 0; });
+        }
+    }
+    w.owner.store(false, std::memory_order_relaxed);
+}
+
+void engine::leave_owner() noexcept
+{
+    std::lock_guard<std::mutex> guard(park_mu_);
+    promote_next_locked();
+}
+
+void engine::unpark_locked(waiter &w) noexcept
+{
+    if (!w.parked) {
+        return;
+    }
+    for (waiter **pp = &parked_; *pp != nullptr; pp = &(*pp)->next) {
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
+        }
+    }
+    w.parked = false;
+}
+
+void engine::promote_next_locked() noexcept
+{
+    waiter *p = parked_;
+    if (p == nullptr) {
+        owner_taken_ = false;
+        return;
+    }
+    parked_ = p->next;
+    p->parked = false;
+    // Release: the promoted thread reads promoted with acquire after its futex wake.
+    p->promoted.store(true, std::memory_order_release);
+    p->word.fetch_add(1, std::memory_order_release);
+    base::futex_wake(p->word, 1);
+}
+
+void engine::server_loop() noexcept
+{
+    if (params_.server_cpu >= 0) {
+        hwloc_topology_t topo;
+        if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+            hwloc_bitmap_t set = hwloc_bitmap_alloc();
+            hwloc_bitmap_only(set, static_cast<unsigned>(params_.server_cpu));
+            if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD) != 0) {
+                base::log(base::log_level::warn, "mpiv: cannot pin the server thread to PU %d",
+                          params_.server_cpu);
+            }
+            hwloc_bitmap_free(set);
+            hwloc_topology_destroy(topo);
+        }
+    }
+    // Polls while events come (yielding the PU after 64 idle polls); after
+    // params_.idle_us without one it sleeps on the doorbell, as a progress owner does
+    // (owner_loop()): senders and local posters ring it.
+    idle_timer idle(params_.idle_us);
+    // Relaxed: stop_ only ends the loop; join() in the destructor provides the ordering
+    // (and the destructor rings the doorbell).
+    const auto running = [this] { return !stop_.load(std::memory_order_relaxed); };
+    while (running()) {
+        if (progress() > 0) {
+            idle.busy();
+        } else if (idle.spent()) {
+            doze(running);
+        } else if (idle.polls() > 64) {
+            std::this_thread::yield();
+        }
+    }
+}
+
+} // namespace mpiv::ep
