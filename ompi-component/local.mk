@@ -7,7 +7,10 @@ if HAVE_OMPI
 ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
 %canon_reldir%_mca_pml_mpiv_la_SOURCES = \
 	%reldir%/pml_mpiv_component.c \
-	%reldir%/pml_mpiv.c
+	%reldir%/pml_mpiv.c \
+	%reldir%/pml_mpiv_peers.c \
+	%reldir%/pml_mpiv_request.c \
+	%reldir%/pml_mpiv_wait.c
 %canon_reldir%_mca_pml_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
 %canon_reldir%_mca_pml_mpiv_la_CFLAGS = $(AM_CFLAGS) $(MPIV_VIS_FLAGS) $(OMPI_COMPONENT_CFLAGS) -std=gnu11 \
 	-Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers

@@ -110,6 +110,53 @@ void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);
 /* The engine's fault callback: a peer wrote invalid data into shared memory; ends the job. */
 void mca_pml_mpiv_fault(uint32_t peer, const char *what);
 
+/* requests (pml_mpiv_request.c) */
+/* A request from the free list, holding references on comm and dt (NULL: none left). */
+mca_pml_mpiv_request_t *mca_pml_mpiv_req_alloc(mca_pml_mpiv_req_kind_t kind, bool persistent,
+                                               void *buf, size_t count, ompi_datatype_t *dt,
+                                               int peer, int tag, mca_pml_base_send_mode_t mode,
+                                               ompi_communicator_t *comm);
+/* Set up a request for one operation (references to comm and dt are the caller's). */
+void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t kind,
+                           bool persistent, void *buf, size_t count, ompi_datatype_t *dt,
+                           int peer, int tag, mca_pml_base_send_mode_t mode,
+                           ompi_communicator_t *comm);
+/* Drop the references and return the request to the free list. */
+void mca_pml_mpiv_req_release(mca_pml_mpiv_request_t *req);
+/* The free function (it also marks mpiv's requests). */
+int mca_pml_mpiv_req_free(ompi_request_t **request);
+/* Release a non-contiguous receive's convertor. */
+void mca_pml_mpiv_unpacker_release(mca_pml_mpiv_request_t *req);
+/* An engine status as an OMPI error code. */
+int mca_pml_mpiv_map_status(int s);
+/* MPI_Start of persistent requests (pml_mpiv.c). */
+int mca_pml_mpiv_start(size_t count, ompi_request_t **requests);
+
+/* peers and communicators (pml_mpiv_peers.c) */
+/* The engine's peer index of rank @p rank of @p comm (its segment mapped on first use). */
+int mca_pml_mpiv_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer);
+/* The engine's matching state of @p comm. */
+static inline mpiv_p2p_comm_t *mca_pml_mpiv_engine_comm(ompi_communicator_t *comm)
+{
+    return (mpiv_p2p_comm_t *) comm->c_pml_comm;
+}
+/* Ranks that can send to us: the remote group (the local group of an intracommunicator;
+ * ompi_comm_remote_size is 0 for those). */
+static inline int mca_pml_mpiv_remote_size(ompi_communicator_t *comm)
+{
+    return comm->c_remote_group->grp_proc_count;
+}
+
+/* waiting (pml_mpiv_wait.c) */
+/* Whether the caller is an mpiv ULT. */
+bool mca_pml_mpiv_in_ult(void);
+/* Wait until all of reqs[0..n) that are mpiv requests are complete; false (nothing done)
+ * when a request of another kind is still incomplete. */
+bool mca_pml_mpiv_wait_own(size_t n, ompi_request_t **reqs);
+/* MPI_Wait and friends for mpiv's requests: installed at enable, restored at finalize. */
+void mca_pml_mpiv_install_wait_functions(void);
+void mca_pml_mpiv_restore_wait_functions(void);
+
 /* lifetime of the module's state (pml_mpiv.c), used by the component */
 int mca_pml_mpiv_module_init(void);
 void mca_pml_mpiv_module_fini(void);

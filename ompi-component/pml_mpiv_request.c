@@ -1,0 +1,221 @@
+/*
+ * pml_mpiv_request.c: mpiv's requests: allocation and set-up, completion by the engine
+ * (mca_pml_mpiv_complete, any thread), free and cancel.
+ *
+ * A request embeds ompi_request_t and the engine's operation. The engine reports
+ * completion through mca_pml_mpiv_complete (any thread), or at once through the return
+ * value of the call that started the operation (then the glue calls the same function
+ * itself). Freeing may come before completion (MPI_Request_free): the engine's side sets
+ * MPIV_REQ_DONE after completing the request, the request's free sets MPIV_REQ_FREED, and
+ * whichever sets the second bit returns the request to the free list (both bits are set
+ * with one atomic fetch-or, so exactly one side sees the other's bit).
+ */
+#include "pml_mpiv.h"
+
+#include "opal/util/output.h"
+#include "ompi/mca/pml/base/pml_base_bsend.h"
+#include "ompi/runtime/mpiruntime.h"
+
+#include <mpiv/mpiv.h>
+
+static int req_cancel(ompi_request_t *request, int complete);
+
+void mca_pml_mpiv_unpacker_release(mca_pml_mpiv_request_t *req)
+{
+    if (NULL != req->unpacker) {
+        OBJ_RELEASE(req->unpacker);
+        req->unpacker = NULL;
+    }
+}
+
+static void request_construct(mca_pml_mpiv_request_t *req)
+{
+    req->ompi.req_type = OMPI_REQUEST_PML;
+    req->ompi.req_start = mca_pml_mpiv_start;
+    req->ompi.req_free = mca_pml_mpiv_req_free;
+    req->ompi.req_cancel = req_cancel;
+    req->pack_buf = NULL;
+    req->unpacker = NULL;
+    req->gather = NULL;
+}
+
+OBJ_CLASS_INSTANCE(mca_pml_mpiv_request_t, ompi_request_t, request_construct, NULL);
+
+int mca_pml_mpiv_map_status(int s)
+{
+    switch (s) {
+    case MPIV_OK:
+        return OMPI_SUCCESS;
+    case MPIV_ERR_INVALID_ARG:
+        return OMPI_ERR_BAD_PARAM;
+    case MPIV_ERR_NOMEM:
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    default:
+        return OMPI_ERROR;
+    }
+}
+
+/* A request from the free list, holding references on comm and dt. */
+mca_pml_mpiv_request_t *mca_pml_mpiv_req_alloc(mca_pml_mpiv_req_kind_t kind, bool persistent,
+                                         void *buf, size_t count, ompi_datatype_t *dt, int peer,
+                                         int tag, mca_pml_base_send_mode_t mode,
+                                         ompi_communicator_t *comm)
+{
+    mca_pml_mpiv_request_t *req =
+        (mca_pml_mpiv_request_t *) opal_free_list_get(&mca_pml_mpiv.requests);
+    if (NULL == req) {
+        return NULL;
+    }
+    mca_pml_mpiv_req_init(req, kind, persistent, buf, count, dt, peer, tag, mode, comm);
+    if (NULL != comm) {
+        OBJ_RETAIN(comm);
+    }
+    if (NULL != dt) {
+        OMPI_DATATYPE_RETAIN(dt);
+    }
+    return req;
+}
+
+/* Set up a request for one operation (references to comm and dt are the caller's). */
+void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t kind, bool persistent,
+                     void *buf, size_t count, ompi_datatype_t *dt, int peer, int tag,
+                     mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
+{
+    OMPI_REQUEST_INIT(&req->ompi, persistent);
+    req->ompi.req_mpi_object.comm = comm;
+    req->ompi.req_status.MPI_SOURCE = MPI_ANY_SOURCE;
+    req->ompi.req_status.MPI_TAG = MPI_ANY_TAG;
+    req->ompi.req_status.MPI_ERROR = OMPI_SUCCESS;
+    req->ompi.req_status._ucount = 0;
+    req->ompi.req_status._cancelled = 0;
+    req->kind = kind;
+    /* A persistent request that was never started counts as done. */
+    req->pml_state = persistent ? MPIV_REQ_DONE : 0;
+    req->waiter = NULL;
+    req->buf = buf;
+    req->count = count;
+    req->datatype = dt;
+    req->comm = comm;
+    req->peer = peer;
+    req->tag = tag;
+    req->mode = mode;
+    req->pack_buf = NULL;
+    req->pack_size = 0;
+    req->pack_bsend = false;
+}
+
+void mca_pml_mpiv_req_release(mca_pml_mpiv_request_t *req)
+{
+    if (NULL != req->comm) {
+        OBJ_RELEASE(req->comm);
+        req->comm = NULL;
+    }
+    if (NULL != req->datatype) {
+        OMPI_DATATYPE_RELEASE(req->datatype);
+        req->datatype = NULL;
+    }
+    OMPI_REQUEST_FINI(&req->ompi);
+    opal_free_list_return(&mca_pml_mpiv.requests, &req->ompi.super);
+}
+
+/* MPI completion of a request the engine is done with (see the file comment). */
+static void req_done(mca_pml_mpiv_request_t *req)
+{
+    /* Serial mode: nobody else runs MPI code now, so the words below need no atomics, and
+     * Open MPI's completion signals only when one of its own waits registered a sync. */
+    const bool serial = mca_pml_mpiv.serial;
+    int32_t prev;
+    void *waiter;
+    ompi_request_complete(&req->ompi, !serial || REQUEST_PENDING != req->ompi.req_complete);
+    /* An mpiv wait registered on the request (see wait_mpiv) is woken exactly once. */
+    if (serial) {
+        waiter = req->waiter;
+        req->waiter = MPIV_WAITER_DONE;
+    } else {
+        waiter = __atomic_exchange_n(&req->waiter, MPIV_WAITER_DONE, __ATOMIC_ACQ_REL);
+    }
+    if (NULL != waiter && MPIV_WAITER_DONE != waiter) {
+        mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) waiter);
+    }
+    if (serial) {
+        prev = req->pml_state;
+        req->pml_state = prev | MPIV_REQ_DONE;
+    } else {
+        prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_DONE);
+    }
+    if (prev & MPIV_REQ_FREED) {
+        mca_pml_mpiv_req_release(req);
+    }
+}
+
+int mca_pml_mpiv_req_free(ompi_request_t **request)
+{
+    mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) *request;
+    int32_t prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_FREED);
+    if (prev & MPIV_REQ_DONE) {
+        mca_pml_mpiv_req_release(req);
+    }
+    *request = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int req_cancel(ompi_request_t *request, int complete)
+{
+    mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) request;
+    (void) complete;
+    /* Sends are not cancelled (as in ob1): they complete normally. */
+    if (MPIV_REQ_RECV != req->kind || OMPI_REQUEST_ACTIVE != req->ompi.req_state ||
+        (req->pml_state & MPIV_REQ_DONE) || REQUEST_COMPLETE(&req->ompi)) {
+        return OMPI_SUCCESS;
+    }
+    if (MPIV_OK == mpiv_p2p_cancel(mca_pml_mpiv.engine, &req->op)) {
+        mca_pml_mpiv_unpacker_release(req);
+        req->ompi.req_status._cancelled = 1;
+        req->ompi.req_status.MPI_ERROR = OMPI_SUCCESS;
+        req_done(req);
+    }
+    return OMPI_SUCCESS;
+}
+
+
+void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
+{
+    mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) user;
+    switch (req->kind) {
+    case MPIV_REQ_BSEND_COPY:
+        mca_pml_base_bsend_request_free(req->pack_buf);
+        req->pack_buf = NULL;
+        mca_pml_mpiv_req_release(req);
+        return;
+    case MPIV_REQ_SEND:
+        free(req->pack_buf);
+        req->pack_buf = NULL;
+        free(req->gather);
+        req->gather = NULL;
+        break;
+    case MPIV_REQ_RECV:
+        mca_pml_mpiv_unpacker_release(req);
+        req->ompi.req_status.MPI_SOURCE = st->source;
+        req->ompi.req_status.MPI_TAG = st->tag;
+        req->ompi.req_status._ucount = st->bytes;
+        req->ompi.req_status.MPI_ERROR = MPIV_OK == st->error ? OMPI_SUCCESS
+                                         : MPIV_ERR_TRUNCATE == st->error ? MPI_ERR_TRUNCATE
+                                                                          : MPI_ERR_OTHER;
+        break;
+    }
+    req_done(req);
+}
+
+/* Messages that depended on what the peer wrote may never complete: end the job with a
+ * message rather than leave it hanging or use the data. */
+void mca_pml_mpiv_fault(uint32_t peer, const char *what)
+{
+    if (MPIV_P2P_PEER_UNKNOWN == peer) {
+        opal_output(0, "pml mpiv: invalid data in shared memory, from a process that cannot "
+                       "be named: %s; aborting the job", what);
+    } else {
+        opal_output(0, "pml mpiv: process %u (rank %u of MPI_COMM_WORLD) wrote invalid data "
+                       "into shared memory: %s; aborting the job", peer, peer, what);
+    }
+    ompi_mpi_abort(&ompi_mpi_comm_world.comm, 1);
+}
