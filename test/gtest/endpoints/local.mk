@@ -1,6 +1,7 @@
 # test/gtest/endpoints: shared-memory transport building blocks (queue, segment, CMA)
 # and the point-to-point engine over them.
-noinst_HEADERS += %reldir%/shm_test_util.hpp %reldir%/engine_test_util.hpp
+noinst_HEADERS += %reldir%/shm_test_util.hpp %reldir%/engine_test_util.hpp \
+	%reldir%/engine_fixture.hpp
 
 check_PROGRAMS += %reldir%/test_mpsc_queue
 TESTS += %reldir%/test_mpsc_queue
@@ -25,6 +26,12 @@ TESTS += %reldir%/test_engine
 %canon_reldir%_test_engine_SOURCES = %reldir%/test_engine.cc
 %canon_reldir%_test_engine_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_engine_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_engine_progress
+TESTS += %reldir%/test_engine_progress
+%canon_reldir%_test_engine_progress_SOURCES = %reldir%/test_engine_progress.cc
+%canon_reldir%_test_engine_progress_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_engine_progress_LDADD = $(GTEST_CORE_LIBS)
 
 check_PROGRAMS += %reldir%/test_outbound
 TESTS += %reldir%/test_outbound
