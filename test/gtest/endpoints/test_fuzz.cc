@@ -37,7 +37,6 @@ struct engine_test_access {
     {
         return e.peers_[peer].seg.size();
     }
-    static std::uint64_t live_token(engine &e, send_op &op) { return e.tokens_.issue(&op); }
 };
 
 } // namespace mpiv::ep
