@@ -50,6 +50,7 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->serialized = 0;
     params->fault = nullptr;
     params->yield_when_idle = 0;
+    params->single_copy = MPIV_P2P_SINGLE_COPY_AUTO;
     return MPIV_OK;
 }
 
@@ -90,6 +91,22 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t 
         return null_arg(__func__, "engine");
     }
     return to_c(eng(engine)->connect(peer, addr, len));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_peer_single_copy(mpiv_p2p_t *engine, uint32_t peer,
+                                                            int *single_copy_p, int *error_p)
+{
+    if (engine == nullptr || single_copy_p == nullptr || error_p == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "single_copy_p/error_p");
+    }
+    bool single = false;
+    int error = 0;
+    const status s = eng(engine)->peer_single_copy(peer, single, error);
+    if (s == status::ok) {
+        *single_copy_p = single ? 1 : 0;
+        *error_p = error;
+    }
+    return to_c(s);
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid,

@@ -3,10 +3,12 @@
 #include "endpoints/engine.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <type_traits>
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "base/log.hpp"
@@ -18,8 +20,8 @@ namespace mpiv::ep {
 
 namespace {
 
-constexpr std::uint64_t k_segment_magic = 0x6d70697673656701ull; // "mpivseg" + version 1
-constexpr std::uint32_t k_address_version = 1;
+constexpr std::uint64_t k_segment_magic = 0x6d70697673656702ull; // "mpivseg" + version 2
+constexpr std::uint32_t k_address_version = 2;
 constexpr std::size_t k_page = 4096;
 constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_endpoints = 256;
@@ -38,6 +40,12 @@ struct segment_header {
     std::uint64_t queue_stride;
     std::uint64_t region_offset;
     std::uint64_t region_bytes;
+    // Copy slots for two-copy transfers: copy_peers blocks of k_copy_stride bytes (the
+    // block of peer i holds what the owner sends to i); copy_slots 0: none.
+    std::uint64_t copy_offset;
+    std::uint32_t copy_peers;
+    std::uint32_t copy_slots;
+    std::uint32_t copy_piece;
     // The owner's progress-owner thread sleeps on the doorbell (a shared futex) when
     // idle; `sleeping` tells senders to ring it after they push.
     alignas(64) std::atomic<std::uint32_t> doorbell;
@@ -103,15 +111,29 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     if (lock != MPIV_P2P_LOCK_MCS && lock != MPIV_P2P_LOCK_HMCS && lock != MPIV_P2P_LOCK_TICKET) {
         return bad("lock", lock);
     }
-    if (!shm::cma_available()) {
-        base::log(base::log_level::error,
-                  "mpiv_p2p_create: process_vm_readv (CMA) is not available");
-        return status::system;
+    const unsigned long single_copy = enum_value(params.single_copy);
+    if (single_copy != MPIV_P2P_SINGLE_COPY_AUTO && single_copy != MPIV_P2P_SINGLE_COPY_CMA &&
+        single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
+        return bad("single_copy", single_copy);
+    }
+    bool cma = false;
+    if (single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
+        // Let the peers read this process where the Yama module would allow only a
+        // debugger (ptrace_scope 1); EINVAL without Yama, which is fine.
+        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        cma = shm::cma_available();
+        if (!cma && single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
+            base::log(base::log_level::error,
+                      "mpiv_p2p_create: process_vm_readv (CMA) is not available and "
+                      "single_copy is CMA");
+            return status::system;
+        }
     }
     std::unique_ptr<engine> e(new (std::nothrow) engine(params));
     if (e == nullptr) {
         return status::nomem;
     }
+    e->cma_self_ = cma;
     const status s = e->init();
     if (s == status::ok) {
         engine_p = std::move(e);
@@ -135,7 +157,10 @@ status engine::init() noexcept
         const std::size_t queue_stride = round_up(shm::mpsc_queue<>::bytes_for(params_.queue_slots), k_page);
         const std::size_t queue_offset = k_page;
         const std::size_t region_offset = queue_offset + queue_stride * params_.endpoints;
-        const std::size_t total = region_offset + round_up(region_bytes, k_page);
+        const std::size_t copy_offset = region_offset + round_up(region_bytes, k_page);
+        const bool copies = params_.single_copy != MPIV_P2P_SINGLE_COPY_CMA;
+        const std::size_t total =
+            copy_offset + (copies ? k_copy_stride * params_.num_peers : 0);
         if (region_bytes == 0) {
             base::log(base::log_level::error, "mpiv_p2p_create: no valid pool geometry");
             return status::param;
@@ -166,6 +191,16 @@ status engine::init() noexcept
         h->queue_stride = queue_stride;
         h->region_offset = region_offset;
         h->region_bytes = round_up(region_bytes, k_page);
+        h->copy_offset = copy_offset;
+        h->copy_peers = copies ? params_.num_peers : 0;
+        h->copy_slots = copies ? k_copy_slots : 0;
+        h->copy_piece = k_copy_piece;
+        // The busy words start as the memfd's zero pages (clear): nothing is written, so
+        // the blocks of peers never sent to by two copies cost no memory.
+        static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+                          sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
+                      "busy words are plain 32-bit words in shared memory");
+        copy_area_ = copies ? reinterpret_cast<unsigned char *>(base + copy_offset) : nullptr;
         h->doorbell.store(0, std::memory_order_relaxed);
         h->sleeping.store(0, std::memory_order_relaxed);
         doorbell_ = &h->doorbell;
@@ -178,6 +213,7 @@ status engine::init() noexcept
         addr_.fd = seg_.fd();
         addr_.self = params_.self;
         addr_.bytes = total;
+        addr_.probe = reinterpret_cast<std::uintptr_t>(&addr_);
 
         peers_.reset(new peer_state[params_.num_peers]);
         s = match::table::create(k_table_buckets, table_, serial_);
@@ -249,6 +285,18 @@ engine::~engine()
     for (auto &c : kept_) {
         free_messages(*c);
     }
+}
+
+status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p) const noexcept
+{
+    if (peer >= params_.num_peers || !peers_[peer].connected) {
+        base::log(base::log_level::error, "mpiv_p2p_peer_single_copy: peer %u is not connected",
+                  peer);
+        return status::invalid_arg;
+    }
+    single_p = peers_[peer].cma;
+    error_p = peers_[peer].cma_error;
+    return status::ok;
 }
 
 std::uint32_t engine::my_endpoint() noexcept
@@ -329,6 +377,66 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
     s = p.region.attach(base + region_offset, region_bytes);
     if (s != status::ok) {
         return s;
+    }
+    // The copy slots it keeps for this process, if any (read once, checked like the rest).
+    const std::uint64_t copy_offset = h->copy_offset;
+    const std::uint64_t copy_peers = h->copy_peers;
+    const std::uint64_t copy_slots = h->copy_slots;
+    const std::uint64_t copy_piece = h->copy_piece;
+    if (copy_slots != 0) {
+        if (copy_slots != k_copy_slots || copy_piece != k_copy_piece ||
+            copy_peers != params_.num_peers || copy_offset < region_offset + region_bytes ||
+            copy_offset > a.bytes || copy_peers * k_copy_stride > a.bytes - copy_offset) {
+            base::log(base::log_level::error,
+                      "mpiv_p2p_connect: segment of peer %u has bad copy slots (%llu x %llu "
+                      "bytes for %llu peers at %llu, segment %llu bytes)",
+                      peer, static_cast<unsigned long long>(copy_slots),
+                      static_cast<unsigned long long>(copy_piece),
+                      static_cast<unsigned long long>(copy_peers),
+                      static_cast<unsigned long long>(copy_offset),
+                      static_cast<unsigned long long>(a.bytes));
+            return status::invalid_arg;
+        }
+        auto *mine = reinterpret_cast<unsigned char *>(base + copy_offset +
+                                                       params_.self * k_copy_stride);
+        p.copy_busy = reinterpret_cast<std::atomic<std::uint32_t> *>(mine);
+        p.copy_data = mine + k_copy_page;
+        p.copy_slots = k_copy_slots;
+        p.copy_piece = k_copy_piece;
+    }
+    // Can this process read the peer's memory? Read its address record where it says it
+    // is and compare it with the modex copy (the peer may deny it: Yama, seccomp, ...).
+    p.cma = peer == params_.self;
+    p.cma_error = 0;
+    if (!p.cma && params_.single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
+        if (!cma_self_) {
+            p.cma_error = EPERM;
+        } else {
+            address_t theirs{};
+            p.cma_error = shm::cma_try(static_cast<int>(a.pid), &theirs, a.probe, sizeof theirs);
+            if (p.cma_error == 0 && std::memcmp(&theirs, &a, sizeof a) != 0) {
+                p.cma_error = EFAULT;
+            }
+        }
+        p.cma = p.cma_error == 0;
+        if (!p.cma) {
+            base::log(base::log_level::warn,
+                      "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
+                      peer, a.pid, std::strerror(p.cma_error),
+                      params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA
+                          ? " and single_copy is CMA"
+                          : ": its large messages come in two copies through shared memory");
+            if (params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
+                return status::system;
+            }
+        }
+    }
+    if (!p.cma && p.copy_data == nullptr) {
+        base::log(base::log_level::error,
+                  "mpiv_p2p_connect: peer %u keeps no copy slots (its single_copy is CMA) and "
+                  "this process cannot read its memory",
+                  peer);
+        return status::system;
     }
     p.pid = static_cast<int>(a.pid);
     p.doorbell = &h->doorbell;

@@ -1,8 +1,9 @@
 // engine: the point-to-point engine of one process over the shared-memory transport
 // (the C ABI is <mpiv/mpiv_p2p.h>; the Open MPI component drives it).
 // Sources: engine.cpp (creation, peers, communicators), engine_send.cpp (sends, outbound
-// lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_wait.cpp
-// (waiting, the server thread); engine_detail.hpp holds what they share.
+// lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_copy.cpp
+// (rendezvous in two copies, without CMA), engine_wait.cpp (waiting, the server thread);
+// engine_detail.hpp holds what they share.
 //
 // Design:
 // - Segment. The engine creates one memfd segment (segment.hpp): a header, one inbound
@@ -16,6 +17,20 @@
 //   (gather). A token naming the sender's operation (token_table: an index and a
 //   generation, never an address) comes back in ACK (synchronous eager send, after the
 //   match) and FIN (rendezvous, after the receiver's process_vm_readv copy).
+// - Two copies where CMA is denied (params.single_copy; tried per peer at connect, by
+//   reading the peer's address record in its memory). A receiver that cannot read the
+//   sender of a matched RTS sends CTS instead of reading: the sender's token, the bytes it
+//   wants (the receive may be shorter: truncation) and a token of its own naming the
+//   receive (pull_state, in pulls_). The sender redeems its token (no FIN can complete the
+//   send now), and the send becomes a stream item at the head of that peer's outbound
+//   list: it copies the bytes, a piece at a time, into the k_copy_slots slots its segment
+//   keeps for that receiver, and pushes a FRAG (slot, offset, length, receiver's token)
+//   for each, always into the same queue of the receiver (so FRAGs arrive in order). The
+//   receiver copies a FRAG's bytes out and clears the slot's busy word; the sender reuses
+//   a slot only once it is clear. The send completes once every piece is pushed (and, for
+//   a streamed send, its writer is done); the receive once every piece is copied. Slots
+//   are per receiver, so a receiver that does not drain its queues stalls only transfers
+//   to itself (a pool shared between receivers could be held by one of them).
 // - Trust. Nothing another process writes is used unchecked: the geometry of its segment
 //   (connect), queue stamps and positions (mpsc_queue), packet lists and offsets (pool),
 //   every wire field (sender index, kind, sizes, tokens; a rendezvous claiming to come
@@ -89,7 +104,9 @@ namespace mpiv::ep {
 /// Kinds of wire messages.
 /// pad: a claimed slot whose message could not be finished (no memory for the sender's
 /// sequence state); the receiver skips it.
-enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, fin, pad };
+/// cts: a receiver without CMA asks for a rendezvous message's bytes (two copies);
+/// frag: one piece of them, in the sender's copy slot for that receiver.
+enum class wire_kind : std::uint8_t { eager_inline = 1, eager_packet, rts, ack, fin, pad, cts, frag };
 
 /// Wire flags.
 constexpr std::uint8_t k_wire_sync = 1; // the sender waits for an ACK after the match
@@ -115,9 +132,14 @@ struct wire {
     union {
         unsigned char data[24]; // eager_inline payload
         struct {
-            std::uint64_t where; // eager_packet: offset in the sender's region; rts: address
-            std::uint64_t token; // sender's send_op (sync eager, rts; echoed by ack/fin)
-            std::uint64_t spare; // rts with k_wire_gather: entries in the list
+            // eager_packet: offset in the sender's region; rts: address; frag: slot index
+            std::uint64_t where;
+            // sender's send_op (sync eager, rts; echoed by ack/fin/cts); frag: the
+            // receiver's pull_state (from the cts)
+            std::uint64_t token;
+            // rts with k_wire_gather: entries in the list; cts: the receiver's token;
+            // frag: the piece's offset in the message
+            std::uint64_t spare;
         } ref;
     } u;
 };
@@ -128,6 +150,13 @@ constexpr std::size_t k_wire_inline = sizeof(wire{}.u.data);
 constexpr std::size_t k_inline_more = shm::mpsc_queue<>::k_max_message - sizeof(wire);
 constexpr std::size_t k_inline_max = k_wire_inline + k_inline_more;
 static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI names the largest inline size");
+
+/// Two copies: the slots a sender's segment keeps for each receiver, and their size. Per
+/// receiver: a page with one busy word per slot (the receiver clears them), then the slots.
+constexpr std::uint32_t k_copy_slots = 4;
+constexpr std::uint32_t k_copy_piece = 16384;
+constexpr std::size_t k_copy_page = 4096;
+constexpr std::size_t k_copy_stride = k_copy_page + std::size_t{k_copy_slots} * k_copy_piece;
 
 /// An arrived message while the engine owns it.
 struct inmsg : match::msg_node {
@@ -156,6 +185,14 @@ struct send_op {
     comm_state *seq_comm;    // draw w.seq from this communicator at the push; or null
     void *packet;            // eager packet acquired for this send, not yet pushed
     wire w;                  // prepared header
+    // Two copies (after a CTS; only the drainer of the peer's outbound list touches these):
+    std::uint64_t pull_token;  // the receiver's token, echoed in each FRAG
+    std::uint64_t pull_total;  // bytes the receiver wants
+    std::uint64_t pulled;      // bytes pushed in FRAGs so far
+    std::uint64_t iov_index;   // gather: the range the next piece starts in
+    std::uint64_t iov_within;  //   and the bytes of it already copied
+    std::uint32_t pull_slot;   // the copy slot of the next piece (counts up, mod slots)
+    std::uint32_t pending;     // bytes in that slot, copied but not pushed yet (0: none)
 };
 
 /// Where a received message goes: the first `capacity` bytes into `buf`, or, when `sink`
@@ -165,6 +202,17 @@ struct recv_target {
     std::size_t capacity = 0;
     mpiv_p2p_sink_fn sink = nullptr;
     void *ctx = nullptr;
+};
+
+/// A receive whose bytes come in FRAGs (two copies; named to the sender by a token).
+struct pull_state {
+    std::atomic<bool> busy{false}; // a drainer is in it (FRAGs in two queues: a fault)
+    std::uint32_t peer;
+    recv_target to;
+    void *user;
+    std::uint64_t total;    // bytes wanted (the cts's size)
+    std::uint64_t received; // bytes copied out so far (FRAGs come in order)
+    mpiv_p2p_status_t st;   // reported once all arrived
 };
 
 struct recv_op : match::recv_node {
@@ -224,6 +272,7 @@ struct comm_state {
 /// and control messages (ACK, FIN) with the receive they complete.
 struct outbound {
     send_op *op;            // a send, or nullptr: the control message below
+    bool stream;            // op is sending its bytes in FRAGs (after a CTS)
     wire control;           // ack or fin
     void *user;             // control: the receive completed once it is pushed (or null)
     mpiv_p2p_status_t st;   // that receive's status
@@ -239,6 +288,14 @@ struct peer_state {
     std::vector<shm::mpsc_queue<>> queues;
     pool::packet_region<> region;
     bool connected = false;
+    bool cma = false;        // this process reads its rendezvous buffers with CMA
+    int cma_error = 0;       // errno of the failed try at connect
+    // The copy slots its segment keeps for this process (two copies): busy words, then
+    // copy_slots pieces of copy_piece bytes; null when it keeps none.
+    std::atomic<std::uint32_t> *copy_busy = nullptr;
+    unsigned char *copy_data = nullptr;
+    std::uint32_t copy_slots = 0;
+    std::uint32_t copy_piece = 0;
     std::atomic<bool> faulted{false}; // its fault was reported
     // Non-zero while the list holds items (relaxed hint; the list itself is read under
     // out_mu). A send to this peer goes behind them.
@@ -264,6 +321,9 @@ class engine {
         len = sizeof addr_;
     }
     [[nodiscard]] status connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept;
+    /// How rendezvous messages from @p peer arrive (mpiv_p2p_peer_single_copy).
+    [[nodiscard]] status peer_single_copy(std::uint32_t peer, bool &single_p,
+                                          int &error_p) const noexcept;
 
     [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                                      comm_state *&comm_p) noexcept;
@@ -342,6 +402,7 @@ class engine {
         std::int32_t fd;
         std::uint32_t self;
         std::uint64_t bytes;
+        std::uint64_t probe; // the address of this record in its owner: a peer's CMA try
     };
 
     explicit engine(const mpiv_p2p_params_t &params) noexcept;
@@ -362,7 +423,19 @@ class engine {
     // An ACK or FIN; false when it waits in the outbound list, which then completes the
     // receive @p user with @p st once it is pushed.
     bool send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
-                      std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st) noexcept;
+                      std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st,
+                      std::uint64_t spare = 0) noexcept;
+    // Push @p w into @p peer's queue @p q only (FRAGs of one transfer keep their order).
+    bool push_at(std::uint32_t peer, std::size_t q, const wire &w) noexcept;
+    // Two copies, receiver: ask @p m's sender for its bytes (CTS); the receive completes
+    // when the last FRAG is copied (or, for no bytes, as send_control says).
+    bool start_pull(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept;
+    void handle_cts(const wire &w) noexcept;
+    void handle_frag(const wire &w) noexcept;
+    // Two copies, sender: push what fits of @p op's FRAGs to @p peer; true once all are
+    // pushed and the send may complete.
+    bool stream_out(std::uint32_t peer, send_op &op, int &events) noexcept;
+    void copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcept;
     /// One drained queue message: a wire header, then @p bytes - sizeof(wire) more.
     void handle(const unsigned char *msg, std::size_t bytes) noexcept;
     [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
@@ -438,6 +511,11 @@ class engine {
     std::vector<shm::mpsc_queue<>> inbound_;
     std::unique_ptr<peer_state[]> peers_;
     token_table<send_op> tokens_; // sends waiting for ACK/FIN, named to peers by token
+    token_table<pull_state> pulls_; // receives waiting for FRAGs, named to senders by token
+    // CMA works in this process (create's try; false with single_copy NONE).
+    bool cma_self_ = false;
+    // This segment's copy slots for each peer (two copies; null with single_copy CMA).
+    unsigned char *copy_area_ = nullptr;
     std::atomic<bool> unknown_faulted_{false};
     std::unique_ptr<match::table> table_;
     std::unique_ptr<std::atomic<comm_state *>[]> comms_; // indexed by context id

@@ -13,6 +13,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "base/copy.hpp"
 #include "base/futex.hpp"
 #include "endpoints/engine.hpp"
 
@@ -45,6 +46,23 @@ inline void tsan_popped()
 #if defined(__SANITIZE_THREAD__)
     __tsan_acquire(&tsan_queue_key);
 #endif
+}
+
+// Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
+// message is mostly this call.
+[[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,
+                                       const void *data, std::size_t n) noexcept
+{
+    if (n == 0) {
+        return;
+    }
+    if (to.sink != nullptr) {
+        to.sink(to.ctx, offset, data, n);
+    } else if (n <= base::k_copy_small_max) {
+        base::copy_small(static_cast<char *>(to.buf) + offset, data, n);
+    } else {
+        std::memcpy(static_cast<char *>(to.buf) + offset, data, n);
+    }
 }
 
 } // namespace detail

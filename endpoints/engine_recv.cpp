@@ -80,24 +80,9 @@ void cut_at(std::vector<struct iovec> &list, std::size_t n) noexcept
         total += list[i].iov_len;
     }
 }
-
-// Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
-// message is mostly this call.
-[[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,
-                                       const void *data, std::size_t n) noexcept
-{
-    if (n == 0) {
-        return;
-    }
-    if (to.sink != nullptr) {
-        to.sink(to.ctx, offset, data, n);
-    } else if (n <= base::k_copy_small_max) {
-        base::copy_small(static_cast<char *>(to.buf) + offset, data, n);
-    } else {
-        std::memcpy(static_cast<char *>(to.buf) + offset, data, n);
-    }
-}
 } // namespace
+
+using detail::put;
 
 int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire &w,
                           std::size_t n) noexcept
@@ -255,6 +240,13 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         }
         break;
     case wire_kind::rts:
+        if (w.from != params_.self && !peers_[w.from].cma) {
+            // This process cannot read the sender: it copies the bytes through shared
+            // memory (engine_copy.cpp).
+            const bool done = start_pull(m, to, user, st);
+            free_inmsg(&m);
+            return done;
+        }
         if (w.from == params_.self && (w.flags & k_wire_streamed) != 0) {
             // This process's own send: wait until it has written everything.
             const auto *written = reinterpret_cast<const std::size_t *>(w.u.ref.spare);
@@ -459,10 +451,18 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
     switch (kind) {
     case wire_kind::ack:
-    case wire_kind::fin: {
+    case wire_kind::fin:
+    case wire_kind::cts:
+    case wire_kind::frag: {
         wire w;
         std::memcpy(&w, msg, sizeof w);
-        handle_control(w);
+        if (kind == wire_kind::cts) {
+            handle_cts(w);
+        } else if (kind == wire_kind::frag) {
+            handle_frag(w);
+        } else {
+            handle_control(w);
+        }
         return;
     }
     case wire_kind::eager_inline:

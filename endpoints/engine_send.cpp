@@ -139,13 +139,15 @@ void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
 }
 
 bool engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
-                          std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st) noexcept
+                          std::uint64_t bytes, void *user, const mpiv_p2p_status_t &st,
+                          std::uint64_t spare) noexcept
 {
     outbound item{};
     item.control.kind = kind;
     item.control.from = params_.self;
     item.control.size = bytes;
     item.control.u.ref.token = token;
+    item.control.u.ref.spare = spare;
     // Behind what already waits for this peer, or pushed now.
     if (peers_[peer].out_count.load(std::memory_order_relaxed) == 0 &&
         push(peer, item.control, nullptr, 0)) {
@@ -175,7 +177,16 @@ int engine::drain_peer(peer_state &p) noexcept
         while (!p.out.empty() && ndone < k_batch) {
             outbound &item = p.out.front();
             bool waits = true;
-            if (item.op != nullptr) {
+            if (item.stream) {
+                send_op &op = *item.op;
+                const mpiv_p2p_status_t st{op.dest, op.w.tag, op.w.size, op.w.size, MPIV_OK};
+                void *const user = op.user;
+                const std::uint32_t peer = static_cast<std::uint32_t>(&p - peers_.get());
+                if (!stream_out(peer, op, events)) {
+                    break; // its slots or the peer's queue are full: later items wait
+                }
+                done[ndone++] = {user, st};
+            } else if (item.op != nullptr) {
                 send_op &op = *item.op;
                 // Read before sending: a send that waits for ACK/FIN may complete (and its
                 // storage be reused) as soon as it is pushed.

@@ -41,6 +41,7 @@ typedef struct mca_pml_mpiv_globals {
     bool yielding;        /* what yield_when_idle resolved to */
     size_t inline_max;    /* largest send that travels in the queue (the engine's) */
     int lock;             /* mpiv_p2p_lock_t */
+    int single_copy;      /* mpiv_p2p_single_copy_t */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */
     bool decline;         /* decline in init (testing the fallback) */

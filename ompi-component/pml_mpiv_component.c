@@ -39,6 +39,7 @@ mca_pml_mpiv_globals_t mca_pml_mpiv = {
     .idle_time = -1,
     .yield_when_idle = -1,
     .lock = MPIV_P2P_LOCK_MCS,
+    .single_copy = MPIV_P2P_SINGLE_COPY_AUTO,
     .output = -1,
 };
 
@@ -72,6 +73,13 @@ static const mca_base_var_enum_value_t lock_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t single_copy_values[] = {
+    {MPIV_P2P_SINGLE_COPY_AUTO, "auto"},
+    {MPIV_P2P_SINGLE_COPY_CMA, "cma"},
+    {MPIV_P2P_SINGLE_COPY_NONE, "none"},
+    {0, NULL},
+};
+
 static void reg_int(const char *name, const char *help, int level, int *storage)
 {
     (void) mca_base_component_var_register(&mca_pml_mpiv_component.pmlm_version, name, help,
@@ -81,7 +89,7 @@ static void reg_int(const char *name, const char *help, int level, int *storage)
 
 static int component_register(void)
 {
-    mca_base_var_enum_t *progress_enum = NULL, *lock_enum = NULL;
+    mca_base_var_enum_t *progress_enum = NULL, *lock_enum = NULL, *copy_enum = NULL;
 
     reg_int("priority", "Selection priority of the mpiv PML (ob1 has 20)", OPAL_INFO_LVL_3,
             &mca_pml_mpiv.priority);
@@ -115,6 +123,18 @@ static int component_register(void)
             "packet size. Messages of up to 416 bytes (fewer with queues of under 8 slots) "
             "travel inside the queue whatever this is",
             OPAL_INFO_LVL_4, &mca_pml_mpiv.eager_limit);
+    (void) mca_base_var_enum_create("pml_mpiv_single_copy", single_copy_values, &copy_enum);
+    (void) mca_base_component_var_register(
+        &mca_pml_mpiv_component.pmlm_version, "single_copy",
+        "How a receiver gets the bytes of a message above the eager limit: auto (it reads "
+        "the sender's buffer with process_vm_readv, CMA, where the sender allows it, tried "
+        "against each peer at first contact; where not, the sender copies the bytes through "
+        "shared memory, 64 KiB in flight per receiver, and the receiver copies them out, "
+        "said at verbose level 1), cma (CMA or nothing: mpiv declines the job when CMA does "
+        "not work here and fails a peer that denies it), none (always the two copies)",
+        MCA_BASE_VAR_TYPE_INT, copy_enum, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_mpiv.single_copy);
+    OBJ_RELEASE(copy_enum);
     reg_int("packet_count", "Packets in each process's shared-memory packet pool, 1..1048576",
             OPAL_INFO_LVL_5, &mca_pml_mpiv.packet_count);
     reg_int("queue_slots",
@@ -291,6 +311,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.complete = mca_pml_mpiv_complete;
     params.fault = mca_pml_mpiv_fault;
     params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;
+    params.single_copy = (mpiv_p2p_single_copy_t) mca_pml_mpiv.single_copy;
     params.idle_us = mca_pml_mpiv.idle_time >= 0 ? (uint32_t) mca_pml_mpiv.idle_time
                      : ompi_mpi_yield_when_idle ? 50u
                                                 : 1000u;
@@ -313,7 +334,10 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     rc = mpiv_p2p_create(&params, &mca_pml_mpiv.engine);
     if (MPIV_OK != rc) {
         opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
-        return decline("shared memory or CMA (process_vm_readv) is unavailable");
+        return decline(MPIV_P2P_SINGLE_COPY_CMA == params.single_copy
+                           ? "shared memory or CMA (process_vm_readv) is unavailable, and "
+                             "pml_mpiv_single_copy is cma"
+                           : "shared memory is unavailable");
     }
     mca_pml_mpiv.inline_max = mpiv_p2p_inline_max(mca_pml_mpiv.engine);
     (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);
@@ -325,12 +349,14 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     }
     opal_output_verbose(2, mca_pml_mpiv.output,
                         "pml mpiv: selected candidate: %u endpoints, inline up to %zu bytes, eager "
-                        "limit %u, %u packets, idle time %u us%s, progress %s (server PU %d), lock %s%s",
+                        "limit %u, %u packets, idle time %u us%s, progress %s (server PU %d), lock %s, "
+                        "single copy %s%s",
                         params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
                         params.packet_count, params.idle_us,
                         mca_pml_mpiv.yielding ? " (waits yield)" : "",
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",
                         params.server_cpu, lock_values[params.lock].string,
+                        single_copy_values[params.single_copy].string,
                         mca_pml_mpiv.serial ? ", serial (no thread-multiple locks)" : "");
     *priority = mca_pml_mpiv.priority;
     return &mca_pml_mpiv_module;

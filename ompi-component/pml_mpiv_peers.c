@@ -14,6 +14,28 @@
 
 #include <mpiv/mpiv.h>
 
+/* At verbose level 1: a peer whose large messages come in two copies, and why. */
+static void say_single_copy(ompi_proc_t *proc, uint32_t vpid)
+{
+    int single = 1, error = 0;
+    if (MPIV_OK != mpiv_p2p_peer_single_copy(mca_pml_mpiv.engine, vpid, &single, &error) ||
+        single) {
+        return;
+    }
+    if (0 == error) {
+        opal_output_verbose(1, mca_pml_mpiv.output,
+                            "pml mpiv: messages above the eager limit from %s come in two "
+                            "copies through shared memory (pml_mpiv_single_copy none)",
+                            OMPI_NAME_PRINT(&proc->super.proc_name));
+    } else {
+        opal_output_verbose(1, mca_pml_mpiv.output,
+                            "pml mpiv: process_vm_readv (CMA) from %s is denied (%s): messages "
+                            "above the eager limit from it come in two copies through shared "
+                            "memory",
+                            OMPI_NAME_PRINT(&proc->super.proc_name), strerror(error));
+    }
+}
+
 static int connect_proc(ompi_proc_t *proc)
 {
     uint32_t vpid = proc->super.proc_name.vpid;
@@ -42,6 +64,7 @@ static int connect_proc(ompi_proc_t *proc)
                 rc = OMPI_ERR_UNREACH;
             } else {
                 mca_pml_mpiv.connected[vpid] = true;
+                say_single_copy(proc, vpid);
             }
             free(addr);
         }

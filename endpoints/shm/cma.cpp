@@ -165,6 +165,20 @@ status cma_read(int pid, void *local, std::uintptr_t remote, std::size_t n) noex
     return cma_readv(pid, &to, 1, &from, 1);
 }
 
+int cma_try(int pid, void *local, std::uintptr_t remote, std::size_t n) noexcept
+{
+    const struct iovec to{local, n};
+    const struct iovec from{reinterpret_cast<void *>(remote), n};
+    ssize_t got;
+    do {
+        got = process_vm_readv(pid, &to, 1, &from, 1, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+        return errno;
+    }
+    return static_cast<std::size_t>(got) == n ? 0 : EFAULT;
+}
+
 bool cma_available() noexcept
 {
     static const bool available = [] {

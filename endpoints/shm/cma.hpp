@@ -5,8 +5,9 @@
 // Permissions: the kernel checks ptrace attach rights on the remote process (same user and
 // no stricter policy). Yama's kernel.yama.ptrace_scope = 1 limits that to descendants, so
 // sibling MPI ranks fail with EPERM unless the target called prctl(PR_SET_PTRACER, ...);
-// cma_available() probes only this process, so it cannot see such a policy: the first
-// failing read reports it (status::system, logged with EPERM).
+// a seccomp filter may deny the call outright. cma_available() probes only this process,
+// so it cannot see a policy that concerns others: cma_try() on a known word of the peer
+// does (the engine's connect), and the engine copies through shared memory where it fails.
 //
 // When not to use: for small messages (a system call per read; the eager path copies
 // through shared memory instead), or to read memory the peer may unmap concurrently
@@ -51,6 +52,13 @@ namespace mpiv::shm {
 /// @context thread-safe; blocking system calls
 [[nodiscard]] status cma_readv(int pid, const struct iovec *local, std::size_t nlocal,
                                const struct iovec *remote, std::size_t nremote) noexcept;
+
+/// @brief One quiet read of @p n bytes at @p remote in process @p pid into @p local: the
+/// CMA check against a real peer.
+/// @return 0 when all @p n bytes were read; else the errno (EFAULT for a short read),
+///         not logged
+/// @context thread-safe; one system call
+int cma_try(int pid, void *local, std::uintptr_t remote, std::size_t n) noexcept;
 
 /// @brief Whether process_vm_readv works here at all (kernel support, seccomp): probed once
 /// with a read of this process's own memory, then cached.

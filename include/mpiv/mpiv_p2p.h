@@ -7,7 +7,9 @@
  * communicator (full MPI rules: sender order, posting order, wildcards, probes, cancel),
  * and the protocols: eager (payload inline in the queue slot or in a pooled packet) up to
  * the eager limit, rendezvous above it (the receiver copies once with process_vm_readv,
- * then sends FIN), synchronous sends (an ACK after the match).
+ * then sends FIN; where a peer denies process_vm_readv, see mpiv_p2p_single_copy_t, the
+ * sender copies the bytes through shared-memory slots and the receiver copies them out),
+ * synchronous sends (an ACK after the match).
  *
  * Peers are named by an index the caller chooses (the MPI_COMM_WORLD rank); each peer's
  * address (from mpiv_p2p_address on that peer, exchanged through the PMIx modex) is given
@@ -85,6 +87,18 @@ typedef enum mpiv_p2p_lock {
     MPIV_P2P_LOCK_TICKET = 2 /**< ticket locks for both classes */
 } mpiv_p2p_lock_t;
 
+/** How a rendezvous message's bytes reach the receiver. */
+typedef enum mpiv_p2p_single_copy {
+    MPIV_P2P_SINGLE_COPY_AUTO = 0, /**< the receiver reads the sender's buffer with
+                                        process_vm_readv (CMA) where the sender allows it
+                                        (tried at connect), else two copies: the sender
+                                        writes the bytes into shared-memory slots, a few at
+                                        a time, and the receiver copies them out */
+    MPIV_P2P_SINGLE_COPY_CMA = 1,  /**< CMA or nothing: create fails when CMA does not
+                                        work in this process, connect when a peer denies it */
+    MPIV_P2P_SINGLE_COPY_NONE = 2  /**< always the two copies through shared memory */
+} mpiv_p2p_single_copy_t;
+
 /** Engine parameters (every field must be set; mpiv_p2p_params_default fills them). */
 typedef struct mpiv_p2p_params {
     uint32_t self;            /**< this process's peer index */
@@ -108,17 +122,21 @@ typedef struct mpiv_p2p_params {
                                    spinning and then sleeping (for nodes with more processes
                                    than PUs, where a spinner holds the PU its peer needs
                                    and a sleeper costs a wake-up per message) */
+    mpiv_p2p_single_copy_t single_copy; /**< see mpiv_p2p_single_copy_t */
 } mpiv_p2p_params_t;
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
  *  1000 us of idle polling before a sleep, not serialized, fault NULL, no yielding
- *  waits). */
+ *  waits, single copy auto). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
-/** Create the engine: the segment, queues and pool; no peer connected yet.
+/** Create the engine: the segment, queues and pool; no peer connected yet. Unless
+ *  single_copy is NONE, it also lets any process of this user read its memory
+ *  (prctl PR_SET_PTRACER_ANY, where the Yama security module would forbid it).
  *  @return MPIV_OK; MPIV_ERR_INVALID_ARG / MPIV_ERR_PARAM (logged, naming the field);
- *  MPIV_ERR_SYSTEM when shared memory or CMA is unavailable (logged). */
+ *  MPIV_ERR_SYSTEM when shared memory is unavailable, or CMA with single_copy CMA
+ *  (logged). */
 MPIV_API mpiv_status_t mpiv_p2p_create(const mpiv_p2p_params_t *params, mpiv_p2p_t **engine_p);
 
 /** Destroy the engine (stops the server thread). Operations still pending are dropped;
@@ -128,10 +146,20 @@ MPIV_API mpiv_status_t mpiv_p2p_destroy(mpiv_p2p_t *engine);
 /** This process's address for the modex (valid until destroy). */
 MPIV_API mpiv_status_t mpiv_p2p_address(mpiv_p2p_t *engine, const void **addr_p, size_t *len_p);
 
-/** Map peer @p peer's segment from its address (idempotent; self included).
+/** Map peer @p peer's segment from its address (idempotent; self included) and, unless
+ *  single_copy is NONE, try process_vm_readv on its memory.
  *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for a malformed address or index;
- *  MPIV_ERR_SYSTEM when the segment cannot be mapped (logged). */
+ *  MPIV_ERR_SYSTEM when the segment cannot be mapped, or when single_copy is CMA and the
+ *  peer denies it (logged). */
 MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer, const void *addr, size_t len);
+
+/** How rendezvous messages from connected peer @p peer arrive: *single_copy_p = 1 when
+ *  this process reads them with process_vm_readv (or the peer is this process), 0 when
+ *  they come in two copies through shared memory; *error_p = the errno of the failed
+ *  try at connect (0 when none was made, e.g. with single_copy NONE).
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for a peer not connected. */
+MPIV_API mpiv_status_t mpiv_p2p_peer_single_copy(mpiv_p2p_t *engine, uint32_t peer,
+                                                 int *single_copy_p, int *error_p);
 
 /** Bits of mpiv_p2p_comm_create's assertions (MPI-4 info assertions). */
 #define MPIV_P2P_ASSERT_NO_ANY_SOURCE 1u
@@ -193,7 +221,7 @@ MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
 
 /** As mpiv_p2p_isend, for the bytes the @p iovcnt entries of @p iov list, in order: the
  *  receiver reads them straight from those ranges (process_vm_readv), with no packing on
- *  this side. Always a rendezvous (MPIV_INPROGRESS): for large non-contiguous buffers.
+ *  this side (without CMA, this side copies them from the ranges into shared memory). Always a rendezvous (MPIV_INPROGRESS): for large non-contiguous buffers.
  *  @p iov and the bytes must stay valid until completion. */
 MPIV_API mpiv_status_t mpiv_p2p_isend_gather(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm,
                                              uint32_t peer, int32_t self_rank, int32_t dest,

@@ -12,6 +12,8 @@
 # Environment:
 #   MPIV_TEST_PML          PML to select (default mpiv; ob1 validates the tests themselves)
 #   MPIV_TEST_MPIRUN_ARGS  extra mpirun arguments, e.g. "--mca pml_mpiv_eager_limit 8192"
+#   MPIV_TEST_WRAPPER      a program mpirun starts instead, with the test program and its
+#                          arguments after it (e.g. test/mpi/no_cma)
 #   MPIV_TEST_TIMEOUT      seconds before the run counts as hung (default 120)
 #   MPIV_TEST_MPIRUN       mpirun to use (default: configure's OMPI_MPIRUN, else mpirun)
 #   MPIV_TEST_TOP_BUILDDIR top build directory (holds test/mpi/NAME and ompi-component/.libs)
@@ -50,7 +52,12 @@ if [ ! -x "$program" ]; then
     exit 99
 fi
 
-set -- --oversubscribe -np "$np" --mca pml "$pml" "$program" "$@"
+if [ -n "${MPIV_TEST_WRAPPER:-}" ]; then
+    set -- "$MPIV_TEST_WRAPPER" "$program" "$@"
+else
+    set -- "$program" "$@"
+fi
+set -- --oversubscribe -np "$np" --mca pml "$pml" "$@"
 case "$pml" in
 mpiv | mpiv,*)
     pkglibdir=${MPIV_TEST_OMPI_PKGLIBDIR:-}
