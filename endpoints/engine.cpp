@@ -420,13 +420,13 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
         }
         p.cma = p.cma_error == 0;
         if (!p.cma) {
-            base::log(base::log_level::warn,
+            const bool fatal = params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA;
+            base::log(fatal ? base::log_level::error : base::log_level::warn,
                       "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
                       peer, a.pid, std::strerror(p.cma_error),
-                      params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA
-                          ? " and single_copy is CMA"
-                          : ": its large messages come in two copies through shared memory");
-            if (params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
+                      fatal ? " and single_copy is CMA"
+                            : ": its large messages come in two copies through shared memory");
+            if (fatal) {
                 return status::system;
             }
         }

@@ -240,7 +240,9 @@ void engine::handle_frag(const wire &w) noexcept
         const mpiv_p2p_status_t st = ps->st;
         void *const user = ps->user;
         delete ps;
-        params_.complete(user, &st);
+        if (user != nullptr) { // (an mrecv may pass none)
+            params_.complete(user, &st);
+        }
     }
 }
 

@@ -683,8 +683,8 @@ static int mpiv_imrecv(void *buf, size_t count, ompi_datatype_t *dt, ompi_messag
         rc = mpiv_p2p_mrecv_sink(mca_pml_mpiv.engine, (mpiv_p2p_msg_t *) msg->req_ptr,
                                  unpack_piece, req->unpacker, bytes, req, &st);
     }
-    /* MPIV_INPROGRESS: the bytes are in, the sender's ACK or FIN waits for room in its
-     * queue; the completion follows once it is pushed. */
+    /* MPIV_INPROGRESS: the bytes are in and the sender's ACK or FIN waits for room in
+     * its queue, or the bytes come in two copies (no CMA); the completion follows. */
     if (MPIV_OK == rc) {
         mca_pml_mpiv_complete(req, &st);
     }

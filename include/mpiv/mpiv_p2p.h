@@ -286,8 +286,9 @@ MPIV_API mpiv_status_t mpiv_p2p_improbe(mpiv_p2p_t *engine, mpiv_p2p_comm_t *com
 /** Receive a message taken by mpiv_p2p_improbe into @p buf (capacity @p bytes).
  *  @return MPIV_OK (done; MPIV_ERR_TRUNCATE in status_p->error when truncated), or
  *  MPIV_INPROGRESS: the bytes are delivered, but the ACK or FIN its sender waits for waits
- *  for room in the sender's queue; the completion function follows with @p user (none
- *  when @p user is NULL). */
+ *  for room in the sender's queue; or (a rendezvous message in two copies, see
+ *  mpiv_p2p_single_copy_t) the bytes are still to come. The completion function follows
+ *  with @p user (none when @p user is NULL: pass one to learn when the bytes are in). */
 MPIV_API mpiv_status_t mpiv_p2p_mrecv(mpiv_p2p_t *engine, mpiv_p2p_msg_t *msg, void *buf,
                                       size_t bytes, void *user, mpiv_p2p_status_t *status_p);
 

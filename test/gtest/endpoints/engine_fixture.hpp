@@ -166,7 +166,13 @@ class engine_test : public ::testing::Test {
     }
 
     // Create engines 0 and 1, connect each to both, and create communicator k_cid on both.
-    void start() { start(params_for(0, 2, serialized_), params_for(1, 2, serialized_)); }
+    void start()
+    {
+        mpiv_p2p_params_t p0 = params_for(0, 2, serialized_);
+        mpiv_p2p_params_t p1 = params_for(1, 2, serialized_);
+        p0.single_copy = p1.single_copy = single_copy_;
+        start(p0, p1);
+    }
     void start(mpiv_p2p_params_t p0, mpiv_p2p_params_t p1)
     {
         ASSERT_EQ(ep::engine::create(p0, eng_[0]), status::ok);
@@ -247,11 +253,41 @@ class engine_test : public ::testing::Test {
         return o.rec.st;
     }
     template <class Op> bool done(const Op &o) { return o.rc == status::ok || calls_of(o.rec) >= 1; }
+    bool two_copies() const { return single_copy_ == MPIV_P2P_SINGLE_COPY_NONE; }
+    // What a receive (or mrecv) that matches an arrived message of @p size bytes from
+    // engine @p from, into a capacity of @p cap at engine @p to, returns: done at once,
+    // but for a rendezvous from the other engine in two copies, whose bytes come later.
+    status arrived_rc(int from, int to, std::size_t size, std::size_t cap) const
+    {
+        return two_copies() && from != to && size > k_limit && std::min(size, cap) != 0
+                   ? status::inprogress
+                   : status::ok;
+    }
+    // The largest piece a sink gets of a rendezvous message from the other engine.
+    std::size_t sink_piece() const
+    {
+        return two_copies() ? std::size_t{ep::k_copy_piece} : std::size_t{MPIV_P2P_SINK_PIECE};
+    }
+    // mrecv of @p m into @p to at engine @p at; its status once the bytes are in.
+    mpiv_p2p_status_t mrecv_all(int at, ep::inmsg &m, const ep::recv_target &to)
+    {
+        record rec;
+        mpiv_p2p_status_t st{};
+        const status rc = eng(at).mrecv(m, to, &rec, st);
+        if (rc == status::ok) {
+            return st;
+        }
+        EXPECT_EQ(rc, status::inprogress);
+        EXPECT_TRUE(until([&] { return calls_of(rec) >= 1; })) << "no completion";
+        return rec.st;
+    }
 
     std::unique_ptr<ep::engine> eng_[2];
     ep::comm_state *comm_[2] = {nullptr, nullptr};
     bool runtime_ = false;
     bool serialized_ = false; // start(): engines told that calls never overlap
+    // start(): how rendezvous bytes travel (NONE: always two copies through shared memory)
+    mpiv_p2p_single_copy_t single_copy_ = MPIV_P2P_SINGLE_COPY_AUTO;
 };
 
 } // namespace

@@ -5,17 +5,36 @@
 
 namespace {
 
-// Tests whose calls all come from the test thread run twice: with the engines' default
-// thread-safe paths, and told that calls never overlap (serialized: no process-local
-// locks, as under MPI_THREAD_SERIALIZED and below).
-class engine_modes : public engine_test, public ::testing::WithParamInterface<bool> {
+// Tests whose calls all come from the test thread run four times: with the engines'
+// default thread-safe paths, and told that calls never overlap (serialized: no
+// process-local locks, as under MPI_THREAD_SERIALIZED and below); each with rendezvous
+// bytes read by CMA, and copied twice through shared memory (single_copy NONE).
+class engine_modes : public engine_test,
+                     public ::testing::WithParamInterface<std::tuple<bool, mpiv_p2p_single_copy_t>> {
   protected:
     void SetUp() override
     {
         engine_test::SetUp();
-        serialized_ = GetParam();
+        serialized_ = std::get<0>(GetParam());
+        single_copy_ = std::get<1>(GetParam());
     }
 };
+
+// Tests with threads of their own: CMA and two copies.
+class copy_modes : public engine_test,
+                   public ::testing::WithParamInterface<mpiv_p2p_single_copy_t> {
+  protected:
+    void SetUp() override
+    {
+        engine_test::SetUp();
+        single_copy_ = GetParam();
+    }
+};
+
+std::string copy_name(mpiv_p2p_single_copy_t c)
+{
+    return c == MPIV_P2P_SINGLE_COPY_NONE ? "two_copies" : "cma";
+}
 
 // ------------------------------------------------------------------ protocols
 
@@ -67,7 +86,7 @@ TEST_P(engine_modes, sizes_protocols_and_content)
                         return eng(to).iprobe(comm(to), from, tag, ps) == status::ok;
                     }));
                     recv(to, from, tag, dst.data(), n, r);
-                    ASSERT_EQ(r.rc, status::ok) << "an arrived message matches at once";
+                    ASSERT_EQ(r.rc, arrived_rc(from, to, n, n)) << "an arrived message matches at once";
                 }
                 const mpiv_p2p_status_t rs = finish(r);
                 EXPECT_EQ(rs.source, from);
@@ -114,7 +133,8 @@ TEST_P(engine_modes, sync_send_completes_after_the_match)
             EXPECT_EQ(calls_of(s.rec), 0) << "completed before the receive was posted";
             rop r;
             recv(pr[1], pr[0], 5, dst.data(), n, r);
-            ASSERT_EQ(r.rc, status::ok);
+            ASSERT_EQ(r.rc, arrived_rc(pr[0], pr[1], n, n));
+            EXPECT_EQ(finish(r).bytes, n);
             EXPECT_TRUE(intact(dst.data(), n, seed));
             const mpiv_p2p_status_t ss = finish(s);
             EXPECT_EQ(ss.bytes, n);
@@ -168,7 +188,7 @@ TEST_P(engine_modes, truncation)
                         return eng(1).iprobe(comm(1), 0, 3, ps) == status::ok;
                     }));
                     recv(1, 0, 3, dst.data(), c.cap, r);
-                    ASSERT_EQ(r.rc, status::ok);
+                    ASSERT_EQ(r.rc, arrived_rc(0, 1, c.n, c.cap));
                 }
                 const mpiv_p2p_status_t rs = finish(r);
                 EXPECT_EQ(rs.error, MPIV_ERR_TRUNCATE);
@@ -239,8 +259,7 @@ TEST_P(engine_modes, iprobe_improbe_mrecv)
     pump_for(100);
     EXPECT_EQ(calls_of(s[2].rec), 0) << "the rendezvous waits for mrecv";
     std::vector<unsigned char> d3(sizes[2] + 16, k_guard);
-    mpiv_p2p_status_t st{};
-    ASSERT_EQ(eng(1).mrecv(*m3, d3.data(), sizes[2], nullptr, st), status::ok);
+    mpiv_p2p_status_t st = mrecv_all(1, *m3, ep::recv_target{d3.data(), sizes[2], nullptr, nullptr});
     EXPECT_EQ(st.error, MPIV_OK);
     EXPECT_EQ(st.bytes, sizes[2]);
     EXPECT_EQ(st.tag, 3);
@@ -286,7 +305,7 @@ struct sink_log {
     }
 };
 
-TEST_F(engine_test, sink_receives_pieces_in_order)
+TEST_P(copy_modes, sink_receives_pieces_in_order)
 {
     start();
     const std::size_t sizes[] = {0, 20, k_limit, 3 * MPIV_P2P_SINK_PIECE + 100};
@@ -317,9 +336,9 @@ TEST_F(engine_test, sink_receives_pieces_in_order)
                 ASSERT_EQ(got.bytes.size(), cap);
                 EXPECT_TRUE(intact(got.bytes.data(), cap, seed)) << "content";
                 EXPECT_TRUE(got.in_order);
-                if (from != to && cap > k_limit) {
-                    EXPECT_LE(got.largest, std::size_t{MPIV_P2P_SINK_PIECE});
-                    EXPECT_EQ(got.pieces, (cap + MPIV_P2P_SINK_PIECE - 1) / MPIV_P2P_SINK_PIECE);
+                if (from != to && n > k_limit) {
+                    EXPECT_LE(got.largest, sink_piece());
+                    EXPECT_EQ(got.pieces, (cap + sink_piece() - 1) / sink_piece());
                 } else {
                     EXPECT_EQ(got.pieces, cap == 0 ? 0u : 1u) << "one piece";
                 }
@@ -335,13 +354,12 @@ TEST_F(engine_test, sink_receives_pieces_in_order)
     mpiv_p2p_status_t ps{};
     ASSERT_TRUE(until([&] { return eng(1).improbe(comm(1), 0, 9, m, ps) == status::ok; }));
     sink_log got;
-    mpiv_p2p_status_t st{};
-    ASSERT_EQ(eng(1).mrecv(*m, ep::recv_target{nullptr, src.size(), &sink_log::take, &got}, nullptr, st),
-              status::ok);
+    const mpiv_p2p_status_t st =
+        mrecv_all(1, *m, ep::recv_target{nullptr, src.size(), &sink_log::take, &got});
     EXPECT_EQ(st.error, MPIV_OK);
     ASSERT_EQ(got.bytes.size(), src.size());
     EXPECT_TRUE(intact(got.bytes.data(), src.size(), 499));
-    EXPECT_EQ(got.pieces, 2u);
+    EXPECT_EQ(got.pieces, src.size() / sink_piece());
     EXPECT_EQ(finish(s).error, MPIV_OK);
 }
 
@@ -377,7 +395,7 @@ void expect_received(const mpiv_p2p_status_t &rs, std::size_t cap, std::size_t t
         << "content";
 }
 
-TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
+TEST_P(copy_modes, gather_send_reads_the_ranges_in_order)
 {
     start();
     // 3 * MPIV_P2P_SINK_PIECE + 300 bytes in ranges of odd sizes, gaps between them.
@@ -435,7 +453,7 @@ TEST_F(engine_test, gather_send_reads_the_ranges_in_order)
 // count part by part; the receiver (another process's endpoint, or this one's) gets them all,
 // into a buffer or a sink, truncated or not, and the send completes only after the last
 // part is published.
-TEST_F(engine_test, streamed_send_is_read_as_it_is_written)
+TEST_P(copy_modes, streamed_send_is_read_as_it_is_written)
 {
     start();
     const std::size_t total = 3 * MPIV_P2P_SINK_PIECE + 300;
@@ -536,13 +554,14 @@ TEST_P(engine_modes, cancel)
         return eng(1).iprobe(comm(1), 0, 10, ps) == status::ok;
     }));
     recv(1, 0, 10, big.data(), big.size(), r2);
-    ASSERT_EQ(r2.rc, status::ok);
+    ASSERT_EQ(r2.rc, arrived_rc(0, 1, big.size(), big.size()));
     EXPECT_EQ(eng(1).cancel(r2.op), status::not_found);
+    EXPECT_EQ(finish(r2).bytes, big.size());
     EXPECT_TRUE(intact(big.data(), big.size(), 401));
     EXPECT_EQ(finish(s2).error, MPIV_OK);
     pump_for(20);
     EXPECT_EQ(calls_of(r.rec), 1);
-    EXPECT_EQ(calls_of(r2.rec), 0);
+    EXPECT_EQ(calls_of(r2.rec), r2.rc == status::ok ? 0 : 1);
 }
 
 // Message i of a sender carries tag i, sizes cycling through all protocols.
@@ -775,9 +794,18 @@ TEST_F(engine_test, a_send_never_waits_for_a_packet_an_unexpected_message_holds)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(threads, engine_modes, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool> &info) {
-                             return info.param ? std::string("serialized") : std::string("multiple");
+INSTANTIATE_TEST_SUITE_P(
+    threads, engine_modes,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(MPIV_P2P_SINGLE_COPY_AUTO, MPIV_P2P_SINGLE_COPY_NONE)),
+    [](const ::testing::TestParamInfo<std::tuple<bool, mpiv_p2p_single_copy_t>> &info) {
+        return (std::get<0>(info.param) ? std::string("serialized") : std::string("multiple")) +
+               "_" + copy_name(std::get<1>(info.param));
+    });
+INSTANTIATE_TEST_SUITE_P(copies, copy_modes,
+                         ::testing::Values(MPIV_P2P_SINGLE_COPY_AUTO, MPIV_P2P_SINGLE_COPY_NONE),
+                         [](const ::testing::TestParamInfo<mpiv_p2p_single_copy_t> &info) {
+                             return copy_name(info.param);
                          });
 
 } // namespace

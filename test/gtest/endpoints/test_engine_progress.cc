@@ -540,6 +540,8 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 3); }, status::param},
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 1000); }, status::param},
         {"idle_us", [](mpiv_p2p_params_t &p) { p.idle_us = 1000001; }, status::param},
+        {"single_copy", [](mpiv_p2p_params_t &p) { store_int(p.single_copy, 3); }, status::param},
+        {"single_copy", [](mpiv_p2p_params_t &p) { store_int(p.single_copy, -1); }, status::param},
     };
     for (const bad &c : cases) {
         log_capture log;
@@ -581,6 +583,7 @@ struct address_mirror {
     std::int32_t fd;
     std::uint32_t self;
     std::uint64_t bytes;
+    std::uint64_t probe;
 };
 
 TEST_F(engine_test, connect_rejects_malformed_addresses)
@@ -649,6 +652,66 @@ TEST_F(engine_test, connect_rejects_malformed_addresses)
         b->progress();
     }
     EXPECT_EQ(got, 42u);
+}
+
+// connect() tries process_vm_readv on the peer's own address record: where that fails
+// (here: the record is not where the address says), auto mode copies the peer's large
+// messages through shared memory, and CMA mode refuses the peer.
+TEST_F(engine_test, connect_tries_cma_on_the_peer)
+{
+    mpiv_p2p_params_t p0 = params_for(0);
+    mpiv_p2p_params_t p1 = params_for(1);
+    ASSERT_EQ(ep::engine::create(p0, eng_[0]), status::ok);
+    ASSERT_EQ(ep::engine::create(p1, eng_[1]), status::ok);
+    address_mirror addr[2];
+    for (int i = 0; i < 2; ++i) {
+        const void *a = nullptr;
+        std::size_t len = 0;
+        eng_[i]->address(a, len);
+        ASSERT_EQ(len, sizeof addr[i]);
+        std::memcpy(&addr[i], a, len);
+    }
+    address_mirror moved = addr[1];
+    moved.probe += 8; // a readable address that does not hold the record
+    {
+        std::unique_ptr<ep::engine> strict;
+        p0.single_copy = MPIV_P2P_SINGLE_COPY_CMA;
+        ASSERT_EQ(ep::engine::create(p0, strict), status::ok);
+        log_capture log;
+        EXPECT_EQ(strict->connect(1, &moved, sizeof moved), status::system);
+        EXPECT_NE(log.last().find("single_copy is CMA"), std::string::npos) << log.last();
+    }
+    ASSERT_EQ(eng_[0]->connect(1, &moved, sizeof moved), status::ok);
+    ASSERT_EQ(eng_[0]->connect(0, &addr[0], sizeof addr[0]), status::ok);
+    ASSERT_EQ(eng_[1]->connect(0, &addr[0], sizeof addr[0]), status::ok);
+    ASSERT_EQ(eng_[1]->connect(1, &addr[1], sizeof addr[1]), status::ok);
+    bool single = true;
+    int error = 0;
+    ASSERT_EQ(eng_[0]->peer_single_copy(1, single, error), status::ok);
+    EXPECT_FALSE(single) << "peer 1's record was not where it said";
+    EXPECT_EQ(error, EFAULT);
+    ASSERT_EQ(eng_[0]->peer_single_copy(0, single, error), status::ok);
+    EXPECT_TRUE(single) << "this engine's own messages are copied in process";
+    ASSERT_EQ(eng_[1]->peer_single_copy(0, single, error), status::ok);
+    EXPECT_TRUE(single);
+    EXPECT_EQ(error, 0);
+    EXPECT_EQ(eng_[1]->peer_single_copy(5, single, error), status::invalid_arg);
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(eng_[i]->comm_create(k_cid, 2, 0, comm_[i]), status::ok);
+    }
+    // 1 -> 0 in two copies, 0 -> 1 read by CMA: the same bytes either way.
+    for (const int from : {1, 0}) {
+        SCOPED_TRACE(::testing::Message() << "from " << from);
+        const std::vector<unsigned char> src = patterned(k_mib + 3, 77 + from);
+        std::vector<unsigned char> dst(src.size());
+        rop r;
+        recv(1 - from, from, 1, dst.data(), dst.size(), r);
+        sop s;
+        send(from, 1 - from, 1, src.data(), src.size(), s);
+        EXPECT_EQ(finish(r).bytes, src.size());
+        EXPECT_EQ(finish(s).error, MPIV_OK);
+        EXPECT_TRUE(intact(dst.data(), dst.size(), 77 + from));
+    }
 }
 
 TEST_F(engine_test, isend_to_an_unconnected_peer_and_bad_arguments)
