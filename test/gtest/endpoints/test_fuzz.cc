@@ -84,6 +84,7 @@ class fuzz_test : public ::testing::Test {
             mpiv_p2p_params_t p = mpiv::test::small_engine_params(i, 3, on_complete);
             p.endpoints = 2;
             p.fault = i == 0 ? on_fault : on_rogue_fault;
+            p.single_copy = copy_;
             ASSERT_EQ(ep::engine::create(p, e_[i]), status::ok);
         }
         mpiv::test::connect_engines(e_, 2, k_cid, comm_);
@@ -135,9 +136,19 @@ class fuzz_test : public ::testing::Test {
         EXPECT_EQ(got, 17);
     }
 
+    std::vector<std::string> fault_texts()
+    {
+        std::lock_guard<std::mutex> guard(g_faults.mu);
+        return g_faults.what;
+    }
+
     std::unique_ptr<ep::engine> e_[2];
     ep::comm_state *comm_[2] = {};
+    mpiv_p2p_single_copy_t copy_ = MPIV_P2P_SINGLE_COPY_AUTO; // SetUp()'s engines
 };
+
+// The first token a fresh token table issues (index 0, generation 1).
+constexpr std::uint64_t k_first_token = std::uint64_t{1} << 32;
 
 // Each adversarial message alone: dropped, reported once with the peer it names.
 TEST_F(fuzz_test, adversarial_messages_are_reported)
@@ -189,6 +200,15 @@ TEST_F(fuzz_test, adversarial_messages_are_reported)
     w = header(ep::wire_kind::eager_inline);
     w.source = 9; // outside the 2-rank communicator
     cases.push_back({"source rank outside the communicator", w, 1});
+    w = header(ep::wire_kind::cts);
+    w.u.ref.token = k_first_token; // no send of the victim waits
+    w.size = 100;
+    w.u.ref.spare = k_first_token;
+    cases.push_back({"CTS naming no send", w, 1});
+    w = header(ep::wire_kind::frag);
+    w.u.ref.token = k_first_token; // no receive of the victim waits for pieces
+    w.size = 100;
+    cases.push_back({"FRAG naming no receive", w, 1});
     for (const adversarial &c : cases) {
         SCOPED_TRACE(c.what);
         TearDown();
@@ -294,6 +314,115 @@ TEST_F(fuzz_test, corrupted_shared_state_is_survived)
     EXPECT_TRUE(r == status::ok || r == status::inprogress);
 }
 
+// Two copies, receiving side: while the victim receives a message in FRAGs, forged ones
+// that do not continue the transfer (offset, slot, length, token) are refused and
+// reported, and the real transfer still completes with the right bytes.
+TEST_F(fuzz_test, forged_fragments_of_a_two_copy_receive)
+{
+    struct forged {
+        const char *what;
+        std::uint64_t token, slot, offset, size;
+    };
+    const forged cases[] = {
+        {"an offset past the bytes received", k_first_token, 0, 100, 10},
+        {"a slot the sender does not have", k_first_token, ep::k_copy_slots, 0, 10},
+        {"more than a slot holds", k_first_token, 0, 0, ep::k_copy_piece + 1},
+        {"no bytes", k_first_token, 0, 0, 0},
+        {"more than the receive wants", k_first_token, 0, 0, 2 * ep::k_copy_piece},
+        {"a token that is not live", k_first_token + 5, 0, 0, 10},
+    };
+    copy_ = MPIV_P2P_SINGLE_COPY_NONE;
+    for (const forged &c : cases) {
+        SCOPED_TRACE(c.what);
+        TearDown();
+        SetUp();
+        mpiv::test::log_capture log;
+        const std::size_t n = ep::k_copy_piece + 7; // two pieces
+        std::vector<unsigned char> msg(n), got(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            msg[i] = static_cast<unsigned char>(i * 7);
+        }
+        ep::recv_op rop{};
+        ep::send_op sop{};
+        mpiv_p2p_status_t st{};
+        int ruser = 0, suser = 0;
+        ASSERT_EQ(e_[0]->irecv(*comm_[0], 1, 4, got.data(), n, &ruser, rop, st),
+                  status::inprogress);
+        ASSERT_EQ(e_[1]->isend(*comm_[1], 0, 1, 0, 4, msg.data(), n, 0, &suser, sop, st),
+                  status::inprogress);
+        e_[0]->progress(); // the RTS matches: the victim's CTS goes out
+        ep::wire w = header(ep::wire_kind::frag);
+        w.u.ref.token = c.token;
+        w.u.ref.where = c.slot;
+        w.u.ref.spare = c.offset;
+        w.size = c.size;
+        inject(w);
+        const auto f = faults();
+        ASSERT_EQ(f.size(), 1u) << "one report";
+        EXPECT_EQ(f[0], 1u);
+        // The real pieces still arrive, in order, and complete the receive.
+        for (int i = 0; i < 200; ++i) {
+            e_[1]->progress();
+            e_[0]->progress();
+        }
+        EXPECT_EQ(got, msg);
+        EXPECT_EQ(faults().size(), 1u);
+    }
+}
+
+// Two copies, sending side: a CTS may name only a live rendezvous send of the victim to
+// that peer, ask for at most its bytes, and come once.
+TEST_F(fuzz_test, forged_cts_for_a_two_copy_send)
+{
+    copy_ = MPIV_P2P_SINGLE_COPY_NONE;
+    struct forged {
+        const char *what;
+        std::uint64_t size, spare;
+        bool after_the_real_one;
+    };
+    const std::size_t n = 3 * ep::k_copy_piece;
+    const forged cases[] = {
+        {"more bytes than the message", n + 1, 9, false},
+        {"bytes but no token for them", 100, 0, false},
+        {"a second CTS", 100, 9, true},
+    };
+    for (const forged &c : cases) {
+        SCOPED_TRACE(c.what);
+        TearDown();
+        SetUp();
+        mpiv::test::log_capture log;
+        std::vector<unsigned char> msg(n, 3), got(n);
+        ep::send_op sop{};
+        ep::recv_op rop{};
+        mpiv_p2p_status_t st{};
+        int ruser = 0, suser = 0;
+        ASSERT_EQ(e_[0]->isend(*comm_[0], 1, 0, 1, 4, msg.data(), n, 0, &suser, sop, st),
+                  status::inprogress);
+        if (c.after_the_real_one) {
+            ASSERT_EQ(e_[1]->irecv(*comm_[1], 0, 4, got.data(), n, &ruser, rop, st),
+                      status::inprogress);
+            for (int i = 0; i < 4; ++i) {
+                e_[1]->progress();
+            }
+        }
+        ep::wire w = header(ep::wire_kind::cts);
+        w.u.ref.token = k_first_token; // the victim's send
+        w.size = c.size;
+        w.u.ref.spare = c.spare;
+        inject(w);
+        const auto f = faults();
+        ASSERT_EQ(f.size(), 1u) << "one report";
+        EXPECT_EQ(f[0], 1u);
+        if (c.after_the_real_one) {
+            for (int i = 0; i < 200; ++i) {
+                e_[0]->progress();
+                e_[1]->progress();
+            }
+            EXPECT_EQ(got, msg) << "the real transfer is not disturbed";
+        }
+    }
+}
+
 // Random messages, each of 1 to 8 slots of random bytes, some with a valid-looking kind
 // and sender so that they get deeper: the victim survives them all and reports peer 1 or
 // an unknown sender; afterwards ordinary traffic still flows.
@@ -312,7 +441,7 @@ TEST_F(fuzz_test, random_messages)
         ep::wire w;
         std::memcpy(&w, msg.data(), sizeof w);
         if (rng() % 2 == 0) { // plausible header fields, random the rest
-            w.kind = static_cast<ep::wire_kind>(1 + rng() % 6);
+            w.kind = static_cast<ep::wire_kind>(1 + rng() % 8);
             w.from = static_cast<std::uint32_t>(rng() % 3);
             w.cid = rng() % 4 == 0 ? static_cast<std::uint16_t>(rng()) : k_cid;
             w.source = static_cast<std::int32_t>(rng() % 3);
