@@ -10,13 +10,15 @@ namespace {
 struct bp_config {
     std::uint32_t endpoints;
     std::uint32_t packets;
+    mpiv_p2p_single_copy_t copy; // NONE: rendezvous bytes through the copy slots
 };
 
 class engine_backpressure : public engine_test, public ::testing::WithParamInterface<bp_config> {};
 
 std::size_t bp_size(std::size_t k)
 {
-    static const std::size_t sizes[] = {8, 24, 200, k_limit, 25, k_limit + 1, 1000, 64};
+    static const std::size_t sizes[] = {8, 24, 200, k_limit, 25, k_limit + 1, 1000, 64,
+                                        2 * ep::k_copy_piece + 3};
     return sizes[k % (sizeof sizes / sizeof sizes[0])];
 }
 
@@ -36,6 +38,7 @@ TEST_P(engine_backpressure, many_senders_tiny_queue_and_pool)
         x.queue_slots = 2;
         x.packet_count = cfg.packets;
         x.endpoints = cfg.endpoints;
+        x.single_copy = cfg.copy;
     }
     start(p[0], p[1]);
     constexpr int k_senders = 2;
@@ -90,14 +93,14 @@ TEST_P(engine_backpressure, many_senders_tiny_queue_and_pool)
             constexpr std::size_t k_window = 4;
             const std::size_t total = m * k_senders;
             std::vector<rop> win(k_window);
-            std::vector<std::vector<unsigned char>> dst(k_window,
-                                                        std::vector<unsigned char>(k_limit + 1));
+            constexpr std::size_t k_cap = 2 * ep::k_copy_piece + 3; // bp_size()'s largest
+            std::vector<std::vector<unsigned char>> dst(k_window, std::vector<unsigned char>(k_cap));
             std::size_t posted = 0;
             std::size_t taken = 0;
             const auto post = [&] {
                 rop &r = win[posted % k_window];
                 r.rec.calls.store(0, std::memory_order_relaxed);
-                recv(e, 1 - e, k_any, dst[posted % k_window].data(), k_limit + 1, r);
+                recv(e, 1 - e, k_any, dst[posted % k_window].data(), k_cap, r);
                 ++posted;
             };
             while (posted < total && posted < k_window) {
@@ -164,11 +167,17 @@ TEST_P(engine_backpressure, many_senders_tiny_queue_and_pool)
 }
 
 INSTANTIATE_TEST_SUITE_P(queue_2_slots, engine_backpressure,
-                         ::testing::Values(bp_config{1, 1}, bp_config{1, 2}, bp_config{2, 2},
-                                           bp_config{4, 1}),
+                         ::testing::Values(bp_config{1, 1, MPIV_P2P_SINGLE_COPY_AUTO},
+                                           bp_config{1, 2, MPIV_P2P_SINGLE_COPY_AUTO},
+                                           bp_config{2, 2, MPIV_P2P_SINGLE_COPY_AUTO},
+                                           bp_config{4, 1, MPIV_P2P_SINGLE_COPY_AUTO},
+                                           bp_config{2, 2, MPIV_P2P_SINGLE_COPY_NONE},
+                                           bp_config{4, 1, MPIV_P2P_SINGLE_COPY_NONE}),
                          [](const ::testing::TestParamInfo<bp_config> &info) {
                              return "endpoints_" + std::to_string(info.param.endpoints) +
-                                    "_packets_" + std::to_string(info.param.packets);
+                                    "_packets_" + std::to_string(info.param.packets) +
+                                    (info.param.copy == MPIV_P2P_SINGLE_COPY_NONE ? "_two_copies"
+                                                                                  : "");
                          });
 
 // ------------------------------------------------------------------ waits
