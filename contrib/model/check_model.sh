@@ -1,12 +1,14 @@
 #!/bin/sh
 # Verify the Promela models of the lock library, of sync's owned mode, of the PML's
-# reused pthread waiter and of freeing destroyed communicators with spin (run by `make
+# reused pthread waiter, of freeing destroyed communicators and of the copy slots of
+# two-copy rendezvous with spin (run by `make
 # check` when configure found spin). For each configuration: a safety run (assertions,
 # invalid end states) and, for the locks, a liveness run (acceptance cycles of the
 # model's ltl claim). Deliberately broken variants must fail (a no_waiters() that lies;
 # an owned sync without the quiescence handshake, or whose local signals wake a foreign
 # waiter only on completion; a wait for any request that does not settle its late wakes;
-# a communicator freed without waiting for the drains), so each property is known to
+# a communicator freed without waiting for the drains; a copy slot reused before the
+# receiver cleared it, or FRAGs pushed into any queue), so each property is known to
 # have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
@@ -91,6 +93,11 @@ for defines in "-DDRAINERS=2 -DROUNDS=2" "-DDRAINERS=3 -DROUNDS=2"; do
     run_pan "$models/comm_reap.pml" "$defines" safety pass
 done
 run_pan "$models/comm_reap.pml" "-DNO_MARK" safety fail
+for defines in "" "-DSLOTS=1 -DPIECES=3" "-DSLOTS=3 -DPIECES=7"; do
+    run_pan "$models/copy_slots.pml" "$defines" safety pass
+done
+run_pan "$models/copy_slots.pml" "-DNO_BUSY" safety fail
+run_pan "$models/copy_slots.pml" "-DANY_QUEUE" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0
