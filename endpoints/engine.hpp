@@ -154,7 +154,7 @@ static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI names the largest 
 /// Two copies: the slots a sender's segment keeps for each receiver, and their size. Per
 /// receiver: a page with one busy word per slot (the receiver clears them), then the slots.
 constexpr std::uint32_t k_copy_slots = 4;
-constexpr std::uint32_t k_copy_piece = 16384;
+constexpr std::uint32_t k_copy_piece = 32768;
 constexpr std::size_t k_copy_page = 4096;
 constexpr std::size_t k_copy_stride = k_copy_page + std::size_t{k_copy_slots} * k_copy_piece;
 

@@ -129,7 +129,7 @@ static int component_register(void)
         "How a receiver gets the bytes of a message above the eager limit: auto (it reads "
         "the sender's buffer with process_vm_readv, CMA, where the sender allows it, tried "
         "against each peer at first contact; where not, the sender copies the bytes through "
-        "shared memory, 64 KiB in flight per receiver, and the receiver copies them out, "
+        "shared memory, 128 KiB in flight per receiver, and the receiver copies them out, "
         "said at verbose level 1), cma (CMA or nothing: mpiv declines the job when CMA does "
         "not work here and fails a peer that denies it), none (always the two copies)",
         MCA_BASE_VAR_TYPE_INT, copy_enum, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
