@@ -11,11 +11,11 @@ echo "$out" | grep -q "^mca:pml:mpiv:version:" || {
     echo "$out"; echo "FAIL ompi_info: component pml mpiv is not listed" >&2; exit 1; }
 status=0
 for p in priority verbose workers progress lock eager_limit packet_count queue_slots idle_time \
-         yield_when_idle server_cpus fallback decline; do
+         yield_when_idle single_copy server_cpus fallback decline; do
     if ! echo "$out" | grep -q "^mca:pml:mpiv:param:pml_mpiv_$p:help:."; then
         echo "FAIL ompi_info: parameter pml_mpiv_$p is missing or has no help text" >&2
         status=1
     fi
 done
-[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv and its 13 parameters with help text"
+[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv and its 14 parameters with help text"
 exit $status
