@@ -421,7 +421,7 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
         p.cma = p.cma_error == 0;
         if (!p.cma) {
             const bool fatal = params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA;
-            base::log(fatal ? base::log_level::error : base::log_level::warn,
+            base::log(fatal ? base::log_level::error : base::log_level::info,
                       "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
                       peer, a.pid, std::strerror(p.cma_error),
                       fatal ? " and single_copy is CMA"

@@ -558,6 +558,17 @@ class engine {
     // Items in all peers' outbound lists (a relaxed hint for progress()).
     alignas(k_false_sharing) std::atomic<std::uint32_t> outbound_count_{0};
 
+    // Messages that arrived and wait for their receives (unexpected, or held for their
+    // sender's order). MPI makes the receiver buffer them: no bound keeps every legal
+    // program progressing (a receive posted for the last of them must get it), so their
+    // number is watched instead: a warning each time it passes the next threshold
+    // (k_held_warn, then doubling). Counted only off the fast path (an arrival that
+    // matches at once, the common case, changes nothing).
+    static constexpr std::uint64_t k_held_warn = 65536;
+    alignas(k_false_sharing) std::atomic<std::int64_t> held_{0};
+    std::atomic<std::uint64_t> held_warn_at_{k_held_warn};
+    void count_held(std::int64_t delta) noexcept;
+
     alignas(k_false_sharing) std::atomic<std::uint32_t> next_endpoint_{0};
     alignas(k_false_sharing) std::atomic<bool> stop_{false};
     std::thread server_;

@@ -312,10 +312,44 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
         free_inmsg(&m);
         return;
     }
+    std::int64_t held = 1; // m, unless it matched; minus messages of its sender it freed
     while (match::msg_node *mn = matched.pop()) {
         auto &im = static_cast<inmsg &>(*mn);
         complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
+        --held;
     }
+    if (held != 0) {
+        count_held(held);
+    }
+}
+
+void engine::count_held(std::int64_t delta) noexcept
+{
+    std::int64_t now;
+    if (serial_) {
+        // Relaxed: calls never overlap (serial_); no locked instruction.
+        now = held_.load(std::memory_order_relaxed) + delta;
+        held_.store(now, std::memory_order_relaxed);
+    } else {
+        // Relaxed: a statistic; nothing is ordered by it.
+        now = held_.fetch_add(delta, std::memory_order_relaxed) + delta;
+    }
+    if (delta <= 0) {
+        return;
+    }
+    // Relaxed: only decides which thread reports a threshold.
+    std::uint64_t at = held_warn_at_.load(std::memory_order_relaxed);
+    if (static_cast<std::uint64_t>(now) < at ||
+        !held_warn_at_.compare_exchange_strong(at, at * 2, std::memory_order_relaxed)) {
+        return;
+    }
+    base::log(base::log_level::warn,
+              "mpiv: %lld messages arrived before their receives and wait in this process's "
+              "memory (%llu MiB); MPI makes the receiver keep them: post receives earlier or "
+              "pace the senders (next report at %llu)",
+              static_cast<long long>(now),
+              static_cast<unsigned long long>(static_cast<std::uint64_t>(now) * sizeof(inmsg) >> 20),
+              static_cast<unsigned long long>(at * 2));
 }
 
 void engine::arrive_early(comm_state &comm, inmsg *first) noexcept
@@ -536,8 +570,11 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.user = user;
     op.to = to;
     const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
-    if (s == status::ok && !deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
-        return status::inprogress; // its ACK or FIN waits for room: completed with it
+    if (s == status::ok) {
+        count_held(-1); // an unexpected message
+        if (!deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
+            return status::inprogress; // its ACK or FIN waits for room (or its bytes, two copies)
+        }
     }
     return s;
 }
@@ -564,6 +601,7 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
     match::msg_node *m = nullptr;
     const status s = comm.match([&](auto &c) { return c.mprobe(source, tag, m); });
     if (s == status::ok) {
+        count_held(-1); // taken out of the table: the message handle holds it now
         const match::envelope &env = m->env();
         st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
         msg_p = static_cast<inmsg *>(m);

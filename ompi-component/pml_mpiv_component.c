@@ -94,8 +94,9 @@ static int component_register(void)
     reg_int("priority", "Selection priority of the mpiv PML (ob1 has 20)", OPAL_INFO_LVL_3,
             &mca_pml_mpiv.priority);
     reg_int("verbose",
-            "Verbosity of the mpiv PML: 1 says why mpiv declines a job, 2 shows the chosen "
-            "configuration, 3 and more the engine's own log", OPAL_INFO_LVL_5,
+            "Verbosity of the mpiv PML: 1 says why mpiv declines a job and warns (peers "
+            "whose large messages come in two copies, messages piling up before their "
+            "receives), 2 shows the chosen configuration, 3 and 4 the engine's own log", OPAL_INFO_LVL_5,
             &mca_pml_mpiv.verbose);
     reg_int("workers",
             "Worker endpoints (inbound queues) per process, 1..256; 0 = one per PU of the "
@@ -193,14 +194,16 @@ static int component_close(void)
     return OMPI_SUCCESS;
 }
 
-/* The engine's log lines go to the component's output stream. */
+/* The engine's log lines go to the component's output stream: errors always, warnings
+ * at verbose level 1, information at 3 and debugging at 4. */
 static void log_to_opal(int level, const char *message, void *ctx)
 {
     (void) ctx;
-    if (0 == level) {
+    if (MPIV_LOG_ERROR == level) {
         opal_output(0, "pml mpiv: %s", message);
     } else {
-        opal_output_verbose(2 + level, mca_pml_mpiv.output, "pml mpiv: %s", message);
+        opal_output_verbose(MPIV_LOG_WARN == level ? 1 : 1 + level, mca_pml_mpiv.output,
+                            "pml mpiv: %s", message);
     }
 }
 

@@ -181,6 +181,13 @@ check_PROGRAMS += %reldir%/rogue
 %canon_reldir%_rogue_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_rogue_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/unexpected
+%canon_reldir%_unexpected_SOURCES = %reldir%/unexpected.c
+%canon_reldir%_unexpected_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_unexpected_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_unexpected_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_unexpected_LDADD = $(OMPI_LIBS)
+
 # no_cma: runs a program with process_vm_readv denied (seccomp), for single_copy.sh.
 check_PROGRAMS += %reldir%/no_cma
 %canon_reldir%_no_cma_SOURCES = %reldir%/no_cma.c
@@ -218,6 +225,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/comm_churn-np2.sh \
 	%reldir%/bsend_threads-np2.sh \
 	%reldir%/nbc_threads-np4.sh \
+	%reldir%/unexpected-np2.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \

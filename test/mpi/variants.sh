@@ -5,7 +5,8 @@
 #   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock;
 #   - single-threaded tests under MPI_THREAD_MULTIPLE (mpiv's thread-safe paths; below it
 #     mpiv takes its serial paths, which verbose level 2 reports);
-# and comm_info at verbose level 2 (MPI_Comm_set_info assertions applied).
+# comm_info at verbose level 2 (MPI_Comm_set_info assertions applied), and unexpected at
+# verbose level 1 (the warning that messages pile up before their receives).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,6 +81,16 @@ if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" comm_info 2 >
 else
     cat "$log"
     echo "FAIL comm_info at verbose level 2"
+    status=1
+fi
+rm -f "$log"
+# 100,000 messages held before their receives: one warning at verbose level 1.
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 1" "$here/run.sh" unexpected 2 >"$log" 2>&1 &&
+    [ "$(grep -c 'messages arrived before their receives' "$log")" -eq 1 ]; then
+    echo "PASS unexpected: one warning at verbose level 1"
+else
+    cat "$log"
+    echo "FAIL unexpected: expected one warning at verbose level 1 that messages pile up"
     status=1
 fi
 rm -f "$log"

@@ -55,6 +55,11 @@ class log_capture {
         std::lock_guard<std::mutex> guard(mutex_);
         return errors_;
     }
+    std::vector<std::string> warnings() const
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        return warnings_;
+    }
     /// The last error, or "" when none was logged.
     std::string last() const
     {
@@ -69,11 +74,15 @@ class log_capture {
         if (level == static_cast<int>(base::log_level::error)) {
             std::lock_guard<std::mutex> guard(self->mutex_);
             self->errors_.emplace_back(message);
+        } else if (level == static_cast<int>(base::log_level::warn)) {
+            std::lock_guard<std::mutex> guard(self->mutex_);
+            self->warnings_.emplace_back(message);
         }
     }
 
     mutable std::mutex mutex_;
     std::vector<std::string> errors_;
+    std::vector<std::string> warnings_;
 };
 
 // Aborts the process (a failed test, not a hung one) when a scope does not end in time:

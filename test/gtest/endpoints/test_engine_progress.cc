@@ -723,6 +723,59 @@ TEST_F(engine_test, connect_tries_cma_on_the_peer)
     }
 }
 
+// Messages that arrive before their receives are kept (MPI makes the receiver buffer
+// them); their number is watched: one warning when it passes 65,536, the next at twice
+// that, and receives and improbe count them back down.
+TEST_F(engine_test, messages_held_before_their_receives_are_reported)
+{
+    start();
+    constexpr std::size_t k_n = 65536 + 10;
+    const auto flood = [&](std::int32_t tag) {
+        for (std::size_t i = 0; i < k_n; ++i) {
+            ep::send_op op{};
+            mpiv_p2p_status_t st{};
+            status rc;
+            while ((rc = eng(1).isend(comm(1), 0, 1, 0, tag, &i, sizeof i, 0, nullptr, op, st)) ==
+                   status::retry_nomem) {
+                eng(0).progress(); // the queues are full: drain them (all unexpected)
+            }
+            ASSERT_EQ(rc, status::ok);
+        }
+        while (eng(0).progress() > 0) {
+        }
+    };
+    const auto take_all = [&](std::int32_t tag) {
+        for (std::size_t i = 0; i < k_n; ++i) {
+            std::size_t got = ~std::size_t{0};
+            rop r;
+            if (i % 2 == 0) {
+                recv(0, 1, tag, &got, sizeof got, r);
+                ASSERT_EQ(r.rc, status::ok) << i;
+            } else {
+                ep::inmsg *m = nullptr;
+                mpiv_p2p_status_t ps{};
+                ASSERT_EQ(eng(0).improbe(comm(0), 1, tag, m, ps), status::ok) << i;
+                mpiv_p2p_status_t st{};
+                ASSERT_EQ(eng(0).mrecv(*m, &got, sizeof got, nullptr, st), status::ok);
+            }
+            ASSERT_EQ(got, i) << "in the sender's order";
+        }
+    };
+    log_capture log;
+    flood(1);
+    ASSERT_EQ(log.warnings().size(), 1u) << "one warning at 65,536";
+    EXPECT_NE(log.warnings()[0].find("messages arrived before their receives"), std::string::npos)
+        << log.warnings()[0];
+    EXPECT_NE(log.warnings()[0].find("next report at 131072"), std::string::npos)
+        << log.warnings()[0];
+    take_all(1);
+    flood(2); // as many again: below the next threshold once the first are received
+    EXPECT_EQ(log.warnings().size(), 1u) << "received messages were counted back down";
+    take_all(2);
+    mpiv_p2p_status_t ps{};
+    EXPECT_EQ(eng(0).iprobe(comm(0), k_any, k_any, ps), status::not_found);
+}
+
 TEST_F(engine_test, isend_to_an_unconnected_peer_and_bad_arguments)
 {
     std::unique_ptr<ep::engine> e;
