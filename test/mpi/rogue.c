@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define SEGMENT_MAGIC 0x6d70697673656701ull /* "mpivseg" + version 1 */
+#define SEGMENT_MAGIC 0x6d70697673656702ull /* "mpivseg" + version 2 */
 #define QUEUE_MAGIC   0x6d7069766d735104ull /* "mpivmsq" + layout version */
 #define WIRE_FIN      5
 
