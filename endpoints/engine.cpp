@@ -116,16 +116,23 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
         single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
         return bad("single_copy", single_copy);
     }
-    bool cma = false;
+    int cma_error = 0; // of a read of this process's own memory
     if (single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
         // Let the peers read this process where the Yama module would allow only a
         // debugger (ptrace_scope 1); EINVAL without Yama, which is fine.
         (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-        cma = shm::cma_available();
-        if (!cma && single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
+        const std::uint64_t word = k_segment_magic;
+        std::uint64_t copy = 0;
+        cma_error = shm::cma_try(static_cast<int>(getpid()), &copy,
+                                 reinterpret_cast<std::uintptr_t>(&word), sizeof copy);
+        if (cma_error == 0 && copy != word) {
+            cma_error = EFAULT;
+        }
+        if (cma_error != 0 && single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
             base::log(base::log_level::error,
-                      "mpiv_p2p_create: process_vm_readv (CMA) is not available and "
-                      "single_copy is CMA");
+                      "mpiv_p2p_create: process_vm_readv (CMA) fails here (%s) and single_copy "
+                      "is CMA",
+                      std::strerror(cma_error));
             return status::system;
         }
     }
@@ -133,7 +140,7 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     if (e == nullptr) {
         return status::nomem;
     }
-    e->cma_self_ = cma;
+    e->cma_self_error_ = single_copy == MPIV_P2P_SINGLE_COPY_NONE ? EPERM : cma_error;
     const status s = e->init();
     if (s == status::ok) {
         engine_p = std::move(e);
@@ -287,6 +294,38 @@ engine::~engine()
     }
 }
 
+status engine::try_cma(std::uint32_t peer, peer_state &p, const address_t &a) noexcept
+{
+    // Can this process read the peer's memory? Read its address record where it says it
+    // is and compare it with the modex copy (the peer may deny it: Yama, seccomp, ...).
+    p.cma = peer == params_.self;
+    p.cma_error = 0;
+    if (!p.cma && params_.single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
+        if (cma_self_error_ != 0) {
+            p.cma_error = cma_self_error_;
+        } else {
+            address_t theirs{};
+            p.cma_error = shm::cma_try(static_cast<int>(a.pid), &theirs, a.probe, sizeof theirs);
+            if (p.cma_error == 0 && std::memcmp(&theirs, &a, sizeof a) != 0) {
+                p.cma_error = EFAULT;
+            }
+        }
+        p.cma = p.cma_error == 0;
+        if (!p.cma) {
+            const bool fatal = params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA;
+            base::log(fatal ? base::log_level::error : base::log_level::info,
+                      "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
+                      peer, a.pid, std::strerror(p.cma_error),
+                      fatal ? " and single_copy is CMA"
+                            : ": its large messages come in two copies through shared memory");
+            if (fatal) {
+                return status::system;
+            }
+        }
+    }
+    return status::ok;
+}
+
 status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p) const noexcept
 {
     if (peer >= params_.num_peers || !peers_[peer].connected) {
@@ -404,32 +443,9 @@ status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) no
         p.copy_slots = k_copy_slots;
         p.copy_piece = k_copy_piece;
     }
-    // Can this process read the peer's memory? Read its address record where it says it
-    // is and compare it with the modex copy (the peer may deny it: Yama, seccomp, ...).
-    p.cma = peer == params_.self;
-    p.cma_error = 0;
-    if (!p.cma && params_.single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
-        if (!cma_self_) {
-            p.cma_error = EPERM;
-        } else {
-            address_t theirs{};
-            p.cma_error = shm::cma_try(static_cast<int>(a.pid), &theirs, a.probe, sizeof theirs);
-            if (p.cma_error == 0 && std::memcmp(&theirs, &a, sizeof a) != 0) {
-                p.cma_error = EFAULT;
-            }
-        }
-        p.cma = p.cma_error == 0;
-        if (!p.cma) {
-            const bool fatal = params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA;
-            base::log(fatal ? base::log_level::error : base::log_level::info,
-                      "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
-                      peer, a.pid, std::strerror(p.cma_error),
-                      fatal ? " and single_copy is CMA"
-                            : ": its large messages come in two copies through shared memory");
-            if (fatal) {
-                return status::system;
-            }
-        }
+    s = try_cma(peer, p, a);
+    if (s != status::ok) {
+        return s;
     }
     if (!p.cma && p.copy_data == nullptr) {
         base::log(base::log_level::error,

@@ -407,6 +407,9 @@ class engine {
 
     explicit engine(const mpiv_p2p_params_t &params) noexcept;
     status init() noexcept;
+    // connect(): whether this process can read @p p's memory (p.cma, p.cma_error); an
+    // error when it cannot and single_copy is CMA.
+    status try_cma(std::uint32_t peer, peer_state &p, const address_t &a) noexcept;
 
     std::uint32_t my_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
@@ -512,8 +515,8 @@ class engine {
     std::unique_ptr<peer_state[]> peers_;
     token_table<send_op> tokens_; // sends waiting for ACK/FIN, named to peers by token
     token_table<pull_state> pulls_; // receives waiting for FRAGs, named to senders by token
-    // CMA works in this process (create's try; false with single_copy NONE).
-    bool cma_self_ = false;
+    // errno of create's CMA try on this process's own memory (0: it works).
+    int cma_self_error_ = 0;
     // This segment's copy slots for each peer (two copies; null with single_copy CMA).
     unsigned char *copy_area_ = nullptr;
     std::atomic<bool> unknown_faulted_{false};

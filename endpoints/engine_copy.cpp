@@ -11,22 +11,6 @@
 
 namespace mpiv::ep {
 
-namespace {
-// Fill a copy slot. As for packets (engine_send.cpp), TSan cannot order the slot's
-// previous reader (another engine, through its own mapping) before this write: the
-// copy is not instrumented; the queue's key orders it before the receiver's read.
-inline void copy_to_slot(unsigned char *slot, const void *src, std::size_t n)
-{
-#if defined(__SANITIZE_THREAD__)
-    detail::__tsan_ignore_thread_begin();
-    std::memcpy(slot, src, n);
-    detail::__tsan_ignore_thread_end();
-#else
-    std::memcpy(slot, src, n);
-#endif
-}
-} // namespace
-
 bool engine::push_at(std::uint32_t peer, std::size_t q, const wire &w) noexcept
 {
     peer_state &p = peers_[peer];
@@ -120,7 +104,7 @@ void engine::handle_cts(const wire &w) noexcept
 void engine::copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcept
 {
     if ((op.w.flags & k_wire_gather) == 0) {
-        copy_to_slot(to, static_cast<const unsigned char *>(op.buf) + op.pulled, len);
+        detail::copy_untracked(to, static_cast<const unsigned char *>(op.buf) + op.pulled, len);
         return;
     }
     // A gather send: the next len bytes of its ranges, from where the last piece ended.
@@ -130,7 +114,7 @@ void engine::copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcep
     while (done < len && op.iov_index < count) {
         const struct iovec &r = iov[op.iov_index];
         const std::size_t take = std::min<std::size_t>(r.iov_len - op.iov_within, len - done);
-        copy_to_slot(to + done, static_cast<const unsigned char *>(r.iov_base) + op.iov_within,
+        detail::copy_untracked(to + done, static_cast<const unsigned char *>(r.iov_base) + op.iov_within,
                      take);
         done += take;
         op.iov_within += take;

@@ -48,6 +48,23 @@ inline void tsan_popped()
 #endif
 }
 
+// Fill shared memory this process owns and a peer reads (a packet, a copy slot). TSan
+// cannot order the previous reader (another engine, through its own mapping) before this
+// write, so the copy is not instrumented; the queue's key orders it before the next read.
+inline void copy_untracked(void *to, const void *from, std::size_t n)
+{
+    if (n == 0) {
+        return; // from may be NULL (an empty synchronous send): memcpy forbids it
+    }
+#if defined(__SANITIZE_THREAD__)
+    __tsan_ignore_thread_begin();
+    std::memcpy(to, from, n);
+    __tsan_ignore_thread_end();
+#else
+    std::memcpy(to, from, n);
+#endif
+}
+
 // Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
 // message is mostly this call.
 [[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,

@@ -10,25 +10,6 @@
 
 namespace mpiv::ep {
 
-namespace {
-// Fill a packet of our pool. For the same reason TSan cannot order its previous use (the
-// receiver returns it through its own mapping): the copy is not instrumented.
-inline void copy_to_packet(void *packet, const void *src, std::size_t n)
-{
-    if (n == 0) {
-        return; // src may be NULL (an empty synchronous send): memcpy forbids it
-    }
-#if defined(__SANITIZE_THREAD__)
-    detail::__tsan_ignore_thread_begin();
-    std::memcpy(packet, src, n);
-    detail::__tsan_ignore_thread_end();
-#else
-    std::memcpy(packet, src, n);
-#endif
-}
-
-} // namespace
-
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
                          const void *more, std::size_t more_bytes) noexcept
 {
@@ -96,7 +77,7 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         op.queued_ack = true;
     }
     if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr) {
-        copy_to_packet(packet, op.buf, op.w.size);
+        detail::copy_untracked(packet, op.buf, op.w.size);
         std::uint64_t offset = 0;
         (void)pool_.region().offset_of(packet, offset);
         op.w.u.ref.where = offset;

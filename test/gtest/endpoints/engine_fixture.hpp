@@ -153,7 +153,8 @@ class engine_test : public ::testing::Test {
   protected:
     void SetUp() override
     {
-        // mpiv needs CMA (it declines jobs without it): a machine without it fails here.
+        // The single-copy cases read with CMA: a machine without it fails here (the
+        // two-copy path alone is covered by single_copy NONE and test/mpi/single_copy.sh).
         ASSERT_TRUE(mpiv::shm::cma_available()) << "process_vm_readv is not permitted here (kernel or seccomp)";
     }
     void TearDown() override
