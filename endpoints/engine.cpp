@@ -235,6 +235,17 @@ status engine::init() noexcept
         for (std::size_t i = 0; i < (std::size_t{1} << 16); ++i) {
             comms_[i].store(nullptr, std::memory_order_relaxed);
         }
+        // Peers map this segment through /proc/<pid>/fd: where this process cannot map its
+        // own that way (no /proc), no peer could, and the caller should decline now rather
+        // than fail at the first contact (this also connects the engine to itself).
+        s = connect(params_.self, &addr_, sizeof addr_);
+        if (s != status::ok) {
+            base::log(base::log_level::error,
+                      "mpiv_p2p_create: this process cannot map its own segment through "
+                      "/proc/%u/fd, so no peer could",
+                      addr_.pid);
+            return s;
+        }
         if (params_.progress == MPIV_P2P_PROGRESS_SERVER) {
             server_ = std::thread([this] { server_loop(); });
         }

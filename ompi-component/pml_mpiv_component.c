@@ -340,7 +340,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
         return decline(MPIV_P2P_SINGLE_COPY_CMA == params.single_copy
                            ? "shared memory or CMA (process_vm_readv) is unavailable, and "
                              "pml_mpiv_single_copy is cma"
-                           : "shared memory is unavailable");
+                           : "its shared-memory segment cannot be created or mapped through /proc");
     }
     mca_pml_mpiv.inline_max = mpiv_p2p_inline_max(mca_pml_mpiv.engine);
     (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);

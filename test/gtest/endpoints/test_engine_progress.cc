@@ -3,6 +3,9 @@
 // engine_fixture.hpp).
 #include "test/gtest/endpoints/engine_fixture.hpp"
 
+#include <sched.h>
+#include <sys/mount.h>
+
 namespace {
 
 // ------------------------------------------------------------------ back-pressure
@@ -661,6 +664,34 @@ TEST_F(engine_test, connect_rejects_malformed_addresses)
         b->progress();
     }
     EXPECT_EQ(got, 42u);
+}
+
+// Where this process cannot map its own segment through /proc (here: an empty /proc in
+// a mount namespace of a child), no peer could map it either: create fails at once, with
+// a message, so that the PML declines the job instead of failing at the first contact.
+TEST(engine_create, fails_when_its_segment_cannot_be_mapped_through_proc)
+{
+    const pid_t pid = mpiv::test::fork_child([] {
+        if (unshare(CLONE_NEWNS) != 0 ||
+            mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            mount("none", "/proc", "tmpfs", 0, nullptr) != 0) {
+            return 77; // not allowed here (not root): nothing to check
+        }
+        log_capture log;
+        std::unique_ptr<ep::engine> e;
+        if (ep::engine::create(params_for(0), e) != status::system || e != nullptr) {
+            return 2;
+        }
+        return log.last().find("cannot map its own segment through /proc") == std::string::npos
+                   ? 3
+                   : 0;
+    });
+    ASSERT_GT(pid, 0);
+    const int rc = mpiv::test::wait_child(pid);
+    if (rc == 77) {
+        GTEST_SKIP() << "no mount namespace here (needs root)";
+    }
+    EXPECT_EQ(rc, 0) << "2: create did not fail; 3: no message";
 }
 
 // connect() tries process_vm_readv on the peer's own address record: where that fails
