@@ -7,11 +7,13 @@ libmpiv_core_la_LIBADD = $(HWLOC_LIBS)
 libmpiv_core_la_SOURCES = \
 	%reldir%/status.cpp \
 	%reldir%/log.cpp \
-	%reldir%/backoff.cpp
+	%reldir%/backoff.cpp \
+	%reldir%/stats.cpp
 noinst_HEADERS += \
 	%reldir%/status.hpp \
 	%reldir%/log.hpp \
 	%reldir%/cacheline.hpp \
 	%reldir%/copy.hpp \
 	%reldir%/backoff.hpp \
-	%reldir%/futex.hpp
+	%reldir%/futex.hpp \
+	%reldir%/stats.hpp

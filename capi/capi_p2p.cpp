@@ -109,6 +109,15 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_peer_single_copy(mpiv_p2p_t *engine, 
     return to_c(s);
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_levels_t *levels_p)
+{
+    if (engine == nullptr || levels_p == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "levels_p");
+    }
+    eng(engine)->levels(*levels_p);
+    return MPIV_OK;
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid,
                                                        int32_t size, unsigned assertions,
                                                        mpiv_p2p_comm_t **comm_p)

@@ -377,6 +377,15 @@ class engine {
 
     int progress() noexcept;
 
+    /// The engine's levels (mpiv_p2p_levels).
+    void levels(mpiv_p2p_levels_t &l) const noexcept
+    {
+        // Relaxed: statistics.
+        const std::int64_t held = held_.load(std::memory_order_relaxed);
+        l.held = held > 0 ? static_cast<std::uint64_t>(held) : 0;
+        l.held_max = static_cast<std::uint64_t>(held_max_.load(std::memory_order_relaxed));
+    }
+
     /// Largest message sent inline (in the queue, done at once): MPIV_P2P_INLINE_MAX, or
     /// less when the queues have fewer slots than such a message takes.
     std::size_t inline_max() const noexcept { return inline_max_; }
@@ -415,6 +424,9 @@ class engine {
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;
+    // Count a message pushed (base/stats.hpp): its protocol and bytes.
+    [[gnu::always_inline]] void count_sent(wire_kind kind, std::uint8_t flags,
+                                           std::uint64_t bytes) noexcept;
     // Queue @p item behind what waits for @p peer.
     void post_outbound(std::uint32_t peer, const outbound &item) noexcept;
     // Push @p w (then @p more_bytes of @p more) into one of @p peer's queues. With
@@ -569,6 +581,7 @@ class engine {
     // matches at once, the common case, changes nothing).
     static constexpr std::uint64_t k_held_warn = 65536;
     alignas(k_false_sharing) std::atomic<std::int64_t> held_{0};
+    std::atomic<std::int64_t> held_max_{0};
     std::atomic<std::uint64_t> held_warn_at_{k_held_warn};
     void count_held(std::int64_t delta) noexcept;
 

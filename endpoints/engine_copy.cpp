@@ -7,6 +7,7 @@
 #include <new>
 
 #include "base/log.hpp"
+#include "base/stats.hpp"
 #include "endpoints/engine_detail.hpp"
 
 namespace mpiv::ep {
@@ -165,6 +166,7 @@ bool engine::stream_out(std::uint32_t peer, send_op &op, int &events) noexcept
         if (!push_at(peer, q, f)) {
             return false;
         }
+        base::stats::add(base::stats::counter::two_copy_pieces);
         op.pulled += op.pending;
         op.pending = 0;
         ++op.pull_slot;

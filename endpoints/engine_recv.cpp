@@ -12,6 +12,7 @@
 #include "base/backoff.hpp"
 #include "base/copy.hpp"
 #include "base/log.hpp"
+#include "base/stats.hpp"
 #include "endpoints/engine_detail.hpp"
 #include "endpoints/shm/cma.hpp"
 
@@ -221,6 +222,8 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
 {
     const wire &w = m.w;
     const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
+    base::stats::add(base::stats::counter::received);
+    base::stats::add(base::stats::counter::bytes_received, n);
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     wire_kind control = wire_kind::pad; // what the sender waits for: ack, fin or nothing
     switch (w.kind) {
@@ -258,6 +261,7 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         }
         if (n != 0 || (w.flags & k_wire_streamed) != 0) {
             if (w.from != params_.self) {
+                base::stats::add(base::stats::counter::cma_reads);
                 const int read = read_remote(w.from, to, w, n);
                 error = read != MPIV_OK ? read : error;
             } else if ((w.flags & k_wire_gather) != 0) {
@@ -313,10 +317,15 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
         return;
     }
     std::int64_t held = 1; // m, unless it matched; minus messages of its sender it freed
+    bool mine = false;     // m matched
     while (match::msg_node *mn = matched.pop()) {
         auto &im = static_cast<inmsg &>(*mn);
+        mine = mine || &im == &m;
         complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
         --held;
+    }
+    if (!mine) {
+        base::stats::add(base::stats::counter::unexpected);
     }
     if (held != 0) {
         count_held(held);
@@ -336,6 +345,10 @@ void engine::count_held(std::int64_t delta) noexcept
     }
     if (delta <= 0) {
         return;
+    }
+    // Relaxed: a statistic (the largest value seen).
+    std::int64_t max = held_max_.load(std::memory_order_relaxed);
+    while (now > max && !held_max_.compare_exchange_weak(max, now, std::memory_order_relaxed)) {
     }
     // Relaxed: only decides which thread reports a threshold.
     std::uint64_t at = held_warn_at_.load(std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 
 #include "base/copy.hpp"
 #include "base/log.hpp"
+#include "base/stats.hpp"
 #include "endpoints/engine_detail.hpp"
 
 namespace mpiv::ep {
@@ -90,9 +91,13 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         more = static_cast<const unsigned char *>(op.buf) + k_wire_inline;
         more_bytes = op.w.inline_bytes - k_wire_inline;
     }
+    const std::uint64_t size = op.w.size; // (op may complete once pushed)
+    const wire_kind kind = op.w.kind;
+    const std::uint8_t flags = op.w.flags;
     if (!push(op.peer, op.w, op.seq_comm, op.dest, more, more_bytes)) {
         return false; // keeps its packet: only a queue slot is missing
     }
+    count_sent(kind, flags, size);
     if (!waits) {
         op.packet = nullptr; // (a send that waits for ACK/FIN may be done and reused now)
     }
@@ -109,6 +114,9 @@ void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
         base::log(base::log_level::error,
                   "mpiv: out of memory queueing a message for peer %u; aborting", peer);
         std::abort();
+    }
+    if (!item.stream) {
+        base::stats::add(base::stats::counter::backpressure);
     }
     // Relaxed: hints for progress() and the sends to this peer; the lock orders the list
     // itself, and a thread always sees its own earlier increments (its sends stay in
@@ -276,8 +284,37 @@ inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::i
     if (bytes != 0) {
         base::copy_small(w.u.data, buf, head);
     }
-    return push(peer, w, &comm, dest, static_cast<const unsigned char *>(buf) + head,
-                bytes - head);
+    if (!push(peer, w, &comm, dest, static_cast<const unsigned char *>(buf) + head,
+              bytes - head)) {
+        return false;
+    }
+    count_sent(wire_kind::eager_inline, 0, bytes);
+    return true;
+}
+
+inline void engine::count_sent(wire_kind kind, std::uint8_t flags, std::uint64_t bytes) noexcept
+{
+    using base::stats::add;
+    using base::stats::counter;
+    switch (kind) {
+    case wire_kind::eager_inline:
+        add(counter::sent_inline);
+        add(counter::bytes_inline, bytes);
+        break;
+    case wire_kind::eager_packet:
+        add(counter::sent_eager);
+        add(counter::bytes_eager, bytes);
+        break;
+    default: // rts
+        add(counter::sent_rendezvous);
+        add(counter::bytes_rendezvous, bytes);
+        if ((flags & k_wire_gather) != 0) {
+            add(counter::sent_gather);
+        } else if ((flags & k_wire_streamed) != 0) {
+            add(counter::sent_streamed);
+        }
+        break;
+    }
 }
 
 status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,

@@ -11,6 +11,7 @@
 
 #include "base/backoff.hpp"
 #include "base/log.hpp"
+#include "base/stats.hpp"
 #include "sched/runtime.hpp"
 #include "sched/worker.hpp"
 #include "endpoints/engine_detail.hpp"
@@ -384,6 +385,7 @@ void engine::sleep_on_word(waiter &w, std::uint32_t seen) noexcept
     w.asleep.store(true, std::memory_order_seq_cst);
     if (w.remaining.load(std::memory_order_seq_cst) > 0 &&
         !w.promoted.load(std::memory_order_seq_cst)) {
+        base::stats::add(base::stats::counter::waits_slept);
         base::futex_wait_for(w.word, seen, k_park_timeout_ns, false);
     }
     w.asleep.store(false, std::memory_order_relaxed);
@@ -402,6 +404,7 @@ void engine::owner_loop(waiter &w) noexcept
         if (progress() > 0) {
             idle.busy();
         } else if (idle.spent()) {
+            base::stats::add(base::stats::counter::waits_slept);
             doze([&w] { return w.remaining.load(std::memory_order_seq_cst) > 0; });
         }
     }
@@ -466,7 +469,9 @@ void engine::server_loop() noexcept
     // (and the destructor rings the doorbell).
     const auto running = [this] { return !stop_.load(std::memory_order_relaxed); };
     while (running()) {
+        base::stats::add(base::stats::counter::server_polls);
         if (progress() > 0) {
+            base::stats::add(base::stats::counter::server_polls_with_work);
             idle.busy();
         } else if (idle.spent()) {
             doze(running);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "base/stats.hpp"
 #include "matching/comm.hpp"
 
 namespace mpiv::match {
@@ -157,6 +158,7 @@ status basic_comm<Lock>::post_wild(recv_node &r) noexcept
         return status::invalid_arg;
     }
     if (msg_node *m = take_unexpected(l.source_, l.tag_)) {
+        base::stats::add(base::stats::counter::wildcard_matches);
         bind(r, *m);
         return status::ok;
     }
@@ -430,6 +432,7 @@ void basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched) noex
         wild = static_cast<recv_node *>(as_link(*wild).next_);
     }
     if (wild != nullptr && (specific == nullptr || wild->seq_ < specific->seq_)) {
+        base::stats::add(base::stats::counter::wildcard_matches);
         wild_unlink(*wild, prev);
         bind(*wild, m);
         matched.push(m);

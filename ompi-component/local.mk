@@ -9,6 +9,7 @@ ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
 	%reldir%/pml_mpiv_component.c \
 	%reldir%/pml_mpiv.c \
 	%reldir%/pml_mpiv_peers.c \
+	%reldir%/pml_mpiv_stats.c \
 	%reldir%/pml_mpiv_request.c \
 	%reldir%/pml_mpiv_wait.c
 %canon_reldir%_mca_pml_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)

@@ -42,6 +42,7 @@ typedef struct mca_pml_mpiv_globals {
     size_t inline_max;    /* largest send that travels in the queue (the engine's) */
     int lock;             /* mpiv_p2p_lock_t */
     int single_copy;      /* mpiv_p2p_single_copy_t */
+    int stats;            /* summary at finalize: 0 none, 1 totals, 2 per thread */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */
     bool decline;         /* decline in init (testing the fallback) */
@@ -55,6 +56,11 @@ typedef struct mca_pml_mpiv_globals {
     opal_free_list_t requests;
     bool requests_built;
 } mca_pml_mpiv_globals_t;
+
+/* pml_mpiv_stats.c: the MPI_T performance variables (registered with the parameters) and
+ * the summary pml_mpiv_stats prints at finalize (level 1: totals, 2: per thread too). */
+void mca_pml_mpiv_stats_register(void);
+void mca_pml_mpiv_stats_print(int level);
 
 extern mca_pml_mpiv_globals_t mca_pml_mpiv;
 extern mca_pml_base_module_t mca_pml_mpiv_module;

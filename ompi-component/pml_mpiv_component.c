@@ -164,6 +164,11 @@ static int component_register(void)
         "runs the job on it when mpiv declines (Open MPI 4.1 honours only the first name "
         "otherwise); empty: none", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.fallback);
+    reg_int("stats",
+            "At MPI_Finalize each process prints its counters that are not zero (also MPI_T "
+            "performance variables pml_mpiv_*): 0 = no, 1 = totals, 2 = totals and per thread",
+            OPAL_INFO_LVL_4, &mca_pml_mpiv.stats);
+    mca_pml_mpiv_stats_register();
     mca_pml_mpiv.decline = false;
     (void) mca_base_component_var_register(
         &mca_pml_mpiv_component.pmlm_version, "decline",
@@ -367,6 +372,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
 
 static int component_finalize(void)
 {
+    mca_pml_mpiv_stats_print(mca_pml_mpiv.stats);
     mca_pml_mpiv_module_fini();
     mpiv_p2p_destroy(mca_pml_mpiv.engine);
     mca_pml_mpiv.engine = NULL;

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "base/log.hpp"
+#include "base/stats.hpp"
 
 namespace mpiv::pool {
 namespace detail {
@@ -85,6 +86,7 @@ status packet_pool<Atom>::get(std::uint32_t worker, void *&packet_p) noexcept
             self.steal_seed.load(std::memory_order_relaxed) + detail::k_seed_step;
         self.steal_seed.store(seed, std::memory_order_relaxed);
         if (steal(worker, detail::mix_seed(seed), index) != status::ok) {
+            base::stats::add(base::stats::counter::pool_empty);
             return status::retry_nopacket;
         }
     }
@@ -104,6 +106,7 @@ status packet_pool<Atom>::server_get(void *&packet_p) noexcept
         const std::uint64_t seed =
             server_seed_.fetch_add(detail::k_seed_step, std::memory_order_relaxed);
         if (steal(nworkers_, detail::mix_seed(seed), index) != status::ok) {
+            base::stats::add(base::stats::counter::pool_empty);
             return status::retry_nopacket;
         }
     }
@@ -155,6 +158,7 @@ status packet_pool<Atom>::steal(std::uint32_t thief, std::uint64_t seed,
     for (std::uint32_t tried = 0; tried < nworkers_; ++tried) {
         private_deque<Atom> &deque = workers_[victim].deque;
         if (victim != thief && deque.size_hint() != 0 && deque.pop_bottom(index_p) == status::ok) {
+            base::stats::add(base::stats::counter::pool_steals);
             return status::ok;
         }
         victim = victim + 1 == nworkers_ ? 0 : victim + 1;

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "base/stats.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define MPIV_ASAN_FIBERS 1
 #include <sanitizer/common_interface_defs.h>
@@ -101,6 +103,7 @@ inline void *jump(context &from, context &to, void *transfer, bool exiting = fal
 #if MPIV_TSAN_FIBERS
     __tsan_switch_to_fiber(to.tsan_fiber, 0);
 #endif
+    base::stats::add(base::stats::counter::ult_switches);
     void *r = mpiv_ctx_jump(&from.sp, to.sp, transfer);
 #if MPIV_ASAN_FIBERS
     __sanitizer_finish_switch_fiber(from.fake_stack, nullptr, nullptr);

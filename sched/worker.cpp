@@ -264,6 +264,7 @@ void worker::wake_remote(unsigned w, std::uint32_t id) noexcept
 
 void worker::wake_remote(std::uint32_t id) noexcept
 {
+    base::stats::add(base::stats::counter::ult_wakeups);
     runset_.set(id);
     // seq_cst: after the runset's seq_cst level-2 OR (Dekker pair with idle()).
     if (sleeping_.load(std::memory_order_seq_cst) != 0 &&

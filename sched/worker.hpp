@@ -51,6 +51,7 @@
 
 #include "base/cacheline.hpp"
 #include "base/futex.hpp"
+#include "base/stats.hpp"
 #include "base/status.hpp"
 #include "sched/context.hpp"
 #include "sched/runset.hpp"
@@ -223,6 +224,7 @@ class worker {
         if (u == t_current_) {
             return; // the running ULT woke itself: it is not waiting
         }
+        base::stats::add(base::stats::counter::ult_wakeups);
         if (t_next_ == nullptr) {
             t_next_ = u;
         } else {

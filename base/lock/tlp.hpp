@@ -24,17 +24,23 @@
 // queueing, see their no_waiters().)
 // Ordering: go_straight_ is ordered by High's own acquire/release; the filter's
 // release/acquire orders critical sections across classes (see ticket.hpp).
+// Counting (base/stats.hpp): acquisitions per class, and the time of those that waited
+// (each tries the lock first; only a failed try reads the clock).
 // Memory: the two sub-locks, a ticket lock and a flag, each on its own 128 B blocks.
 // When not to use it: when all threads do useful work under the lock (plain HMCS has the
 // same throughput without the filter step); when the low class must have a bound on its
 // waiting time (it waits as long as high-priority threads keep coming).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+
 #include "base/cacheline.hpp"
 #include "base/lock/hmcs.hpp"
 #include "base/lock/lock.hpp"
 #include "base/lock/mcs.hpp"
 #include "base/lock/ticket.hpp"
+#include "base/stats.hpp"
 
 namespace mpiv::base {
 
@@ -55,27 +61,27 @@ class MPIV_TS_CAPABILITY("mutex") tlp_lock {
     ///          section beyond the high-priority queue.
     void lock() noexcept MPIV_TS_ACQUIRE()
     {
+        stats::add(stats::counter::tlp_high);
+        if (acquire_high_now()) {
+            return;
+        }
+        const std::uint64_t t0 = stats_clock_ns();
         high_.lock();
         if (!go_straight_) {
             filter_.lock();
             go_straight_ = true;
         }
+        stats::add(stats::counter::tlp_high_wait_ns, stats_clock_ns() - t0);
     }
 
     /// Acquire at high priority if that needs no waiting. @return true iff the caller owns
     /// the lock. @context thread-safe; never waits.
     [[nodiscard]] bool try_lock() noexcept MPIV_TS_TRY_ACQUIRE(true)
     {
-        if (!high_.try_lock()) {
+        if (!acquire_high_now()) {
             return false;
         }
-        if (!go_straight_) {
-            if (!filter_.try_lock()) {
-                high_.unlock();
-                return false;
-            }
-            go_straight_ = true;
-        }
+        stats::add(stats::counter::tlp_high);
         return true;
     }
 
@@ -94,8 +100,14 @@ class MPIV_TS_CAPABILITY("mutex") tlp_lock {
     /// or want the lock. @context thread-safe; may yield.
     void lock_low() noexcept MPIV_TS_ACQUIRE()
     {
+        stats::add(stats::counter::tlp_low);
+        if (acquire_low_now()) {
+            return;
+        }
+        const std::uint64_t t0 = stats_clock_ns();
         low_.lock();
         filter_.lock();
+        stats::add(stats::counter::tlp_low_wait_ns, stats_clock_ns() - t0);
     }
 
     /// Acquire at low priority if that needs no waiting (fails while a high-priority thread
@@ -103,13 +115,10 @@ class MPIV_TS_CAPABILITY("mutex") tlp_lock {
     /// @context thread-safe; never waits.
     [[nodiscard]] bool try_lock_low() noexcept MPIV_TS_TRY_ACQUIRE(true)
     {
-        if (!low_.try_lock()) {
+        if (!acquire_low_now()) {
             return false;
         }
-        if (!filter_.try_lock()) {
-            low_.unlock();
-            return false;
-        }
+        stats::add(stats::counter::tlp_low);
         return true;
     }
 
@@ -126,6 +135,39 @@ class MPIV_TS_CAPABILITY("mutex") tlp_lock {
 
   private:
     friend struct tlp_lock_test_access;
+
+    // The try_lock()s, uncounted (lock() and lock_low() try them first, then wait).
+    bool acquire_high_now() noexcept MPIV_TS_TRY_ACQUIRE(true)
+    {
+        if (!high_.try_lock()) {
+            return false;
+        }
+        if (!go_straight_) {
+            if (!filter_.try_lock()) {
+                high_.unlock();
+                return false;
+            }
+            go_straight_ = true;
+        }
+        return true;
+    }
+    bool acquire_low_now() noexcept MPIV_TS_TRY_ACQUIRE(true)
+    {
+        if (!low_.try_lock()) {
+            return false;
+        }
+        if (!filter_.try_lock()) {
+            low_.unlock();
+            return false;
+        }
+        return true;
+    }
+    static std::uint64_t stats_clock_ns() noexcept
+    {
+        return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now().time_since_epoch())
+                                              .count());
+    }
 
     alignas(k_false_sharing) High high_;
     // Set while the filter is held by the high-priority class; accessed by High's owner.

@@ -234,6 +234,41 @@ typedef void (*mpiv_log_func_t)(int level, const char *message, void *ctx);
  */
 MPIV_API mpiv_status_t mpiv_set_log_handler(mpiv_log_func_t func, void *ctx);
 
+/**
+ * @brief How many event counters the runtime keeps (messages by protocol, unexpected
+ *        arrivals, TLP lock acquisitions, ULT switches, ...): indexes 0 .. count - 1.
+ * @context thread-safe
+ */
+MPIV_API size_t mpiv_stats_count(void);
+
+/**
+ * @brief Describe counter @p index: its name (a C identifier), its unit and a sentence.
+ *        The strings are static.
+ * @return MPIV_OK; MPIV_ERR_INVALID_ARG for an index out of range or a NULL output
+ * @context thread-safe
+ */
+MPIV_API mpiv_status_t mpiv_stats_info(size_t index, const char **name_p, const char **unit_p,
+                                       const char **description_p);
+
+/**
+ * @brief The value of counter @p index: the sum over every thread of the process, live
+ *        or exited. Counters only grow; a read is not a snapshot of all of them at once.
+ * @return MPIV_OK; MPIV_ERR_INVALID_ARG for an index out of range or a NULL output
+ * @context thread-safe; takes a lock (not for hot paths)
+ */
+MPIV_API mpiv_status_t mpiv_stats_read(size_t index, uint64_t *value_p);
+
+/**
+ * @brief Counter @p index per thread: @p values[0] is the total of the threads that have
+ *        exited, then one value per live thread that has counted (workers, the
+ *        communication server, application threads), at most @p capacity values in all.
+ * @param[out] count_p how many values there are (1 + live threads; may exceed @p capacity)
+ * @return MPIV_OK; MPIV_ERR_INVALID_ARG for an index out of range or NULL arguments
+ * @context thread-safe; takes a lock
+ */
+MPIV_API mpiv_status_t mpiv_stats_read_threads(size_t index, uint64_t *values, size_t capacity,
+                                               size_t *count_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -297,6 +297,15 @@ MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *m
                                            mpiv_p2p_sink_fn sink, void *ctx, size_t bytes,
                                            void *user, mpiv_p2p_status_t *status_p);
 
+/** Levels of the engine (they go down as well as up; mpiv_stats_* has the counters). */
+typedef struct mpiv_p2p_levels {
+    uint64_t held;     /**< messages that arrived and wait for their receives now */
+    uint64_t held_max; /**< the most there were at once */
+} mpiv_p2p_levels_t;
+
+/** Read the engine's levels. @return MPIV_OK; MPIV_ERR_INVALID_ARG for NULL arguments. */
+MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_levels_t *levels_p);
+
 /** Drain inbound queues and retry pending sends. @return the number of events handled. */
 MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);
 

@@ -1,0 +1,123 @@
+// stats: the library's event counters (exported as MPI_T performance variables by the PML
+// and summed at finalize with pml_mpiv_stats), counted per thread.
+//
+// Design:
+// - Each thread that counts owns a block of k_counters words. Only the owner writes it, with
+//   a relaxed load and store (no read-modify-write, no write to memory another thread
+//   writes): counting costs the hot path an initial-exec TLS load, a test and an add.
+// - A thread's block is linked into a process-wide registry on its first count (a mutex,
+//   once per thread). At thread exit its counts are folded into the registry's totals of
+//   exited threads and the block goes to a free list, for the next new thread.
+// - read() sums the totals of exited threads and every live block under the registry's
+//   mutex. It is not a snapshot: each counter is read as of some moment during the sum;
+//   counters only grow, so successive reads never go backwards.
+// - Memory: one block (k_counters * 8 bytes, cache-line aligned) per thread alive at once.
+// When not to use: for values that go down (levels, high-water marks): keep those where
+// they change, beside the state they describe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/cacheline.hpp"
+
+namespace mpiv::base::stats {
+
+// X(name, unit, description): every counter, in the order of the public indexes
+// (mpiv_stats_info). Names are the MPI_T variable names without the pml_mpiv_ prefix.
+#define MPIV_STATS_COUNTERS(X)                                                                    \
+    X(sent_inline, "messages", "Messages sent inline in the receiver's queue (up to 416 bytes)")  \
+    X(sent_eager, "messages", "Messages sent eagerly through a shared-memory packet")            \
+    X(sent_rendezvous, "messages", "Messages sent by rendezvous (the receiver fetches the bytes)") \
+    X(sent_gather, "messages",                                                                  \
+      "Rendezvous messages of a non-contiguous buffer read in place from its ranges")           \
+    X(sent_streamed, "messages",                                                                \
+      "Rendezvous messages packed by the sender while the receiver reads them")                 \
+    X(bytes_inline, "bytes", "Bytes of messages sent inline")                                   \
+    X(bytes_eager, "bytes", "Bytes of messages sent eagerly through packets")                   \
+    X(bytes_rendezvous, "bytes", "Bytes of messages sent by rendezvous (gather and streamed "    \
+                                 "included)")                                                   \
+    X(received, "messages", "Messages delivered to receives (any protocol)")                    \
+    X(bytes_received, "bytes", "Bytes delivered to receives (any protocol)")                    \
+    X(unexpected, "messages",                                                                   \
+      "Messages that arrived before a matching receive was posted (or before their turn)")      \
+    X(wildcard_matches, "matches",                                                              \
+      "Matches made on a communicator's wildcard slow path (a wildcard receive, or a message "  \
+      "checked against posted wildcard receives)")                                              \
+    X(tlp_high, "acquisitions", "Acquisitions of a two-level priority (TLP) lock by the high-"   \
+                                "priority class (threads issuing operations)")                  \
+    X(tlp_low, "acquisitions",                                                                  \
+      "Acquisitions of a TLP lock by the low-priority class (threads polling for progress)")    \
+    X(tlp_high_wait_ns, "nanoseconds", "Time high-priority TLP acquisitions waited (contended "  \
+                                       "ones only)")                                            \
+    X(tlp_low_wait_ns, "nanoseconds",                                                           \
+      "Time low-priority TLP acquisitions waited (contended ones only)")                        \
+    X(backpressure, "messages", "Sends and control messages that found the receiver's queues "  \
+                                "full (or others waiting before them) and waited in a list")    \
+    X(cma_reads, "reads", "Rendezvous reads of another process's memory (process_vm_readv)")   \
+    X(two_copy_pieces, "pieces", "Pieces of rendezvous messages copied through shared memory "  \
+                                 "(where process_vm_readv is denied), sent")                    \
+    X(waits_slept, "waits", "Waits of threads that went to sleep (futex) before completing")    \
+    X(ult_switches, "switches", "Context switches between ULTs and their worker's scheduler")  \
+    X(ult_wakeups, "wake-ups", "ULTs made runnable again after blocking")                       \
+    X(pool_steals, "packets", "Packets taken from another worker's private deque")              \
+    X(pool_empty, "gets", "Packet requests that found no free packet (the send went by "        \
+                          "rendezvous instead)")                                                \
+    X(server_polls, "polls", "Polls of the communication-server thread")                        \
+    X(server_polls_with_work, "polls", "Polls of the communication-server thread that found "   \
+                                       "something to do")
+
+enum class counter : unsigned {
+#define MPIV_STATS_ENUM(name, unit, text) name,
+    MPIV_STATS_COUNTERS(MPIV_STATS_ENUM)
+#undef MPIV_STATS_ENUM
+        count_
+};
+constexpr std::size_t k_counters = static_cast<std::size_t>(counter::count_);
+
+/// One thread's counters (see the design above).
+struct alignas(k_false_sharing) block {
+    std::atomic<std::uint64_t> v[k_counters];
+    block *next; // registry lists (live or free), under the registry's mutex
+};
+
+namespace detail {
+extern thread_local block *tl_block __attribute__((tls_model("initial-exec")));
+block *register_thread() noexcept; // the calling thread's block, registered
+} // namespace detail
+
+/// Count @p n events of @p c in the calling thread's block.
+/// @context any thread; hot path: no read-modify-write, no shared write
+inline void add(counter c, std::uint64_t n = 1) noexcept
+{
+    block *b = detail::tl_block;
+    if (__builtin_expect(b == nullptr, 0)) {
+        b = detail::register_thread();
+        if (b == nullptr) {
+            return; // no memory for a block: this thread's events go uncounted
+        }
+    }
+    std::atomic<std::uint64_t> &w = b->v[static_cast<unsigned>(c)];
+    // Relaxed: only this thread writes the word; readers only need the word's atomicity.
+    w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+/// The sum of @p c over every thread, live or exited.
+/// @context thread-safe; takes the registry's mutex
+std::uint64_t read(counter c) noexcept;
+
+/// Per thread: @p values[0] the total of exited threads, then one value per live thread
+/// (up to @p capacity values in all). @return 1 + the number of live threads.
+/// @context thread-safe; takes the registry's mutex
+std::size_t read_threads(counter c, std::uint64_t *values, std::size_t capacity) noexcept;
+
+/// Name (without prefix), unit and description of counter @p index < k_counters.
+struct info {
+    const char *name;
+    const char *unit;
+    const char *description;
+};
+const info &describe(std::size_t index) noexcept;
+
+} // namespace mpiv::base::stats

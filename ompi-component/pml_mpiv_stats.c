@@ -1,0 +1,124 @@
+/*
+ * pml_mpiv_stats.c: observability. The runtime's event counters (mpiv_stats_*: messages
+ * by protocol, unexpected arrivals, TLP lock acquisitions and waits, back-pressure, ULT
+ * switches, ...) and the engine's levels (messages held before their receives now, and
+ * the most at once) as MPI_T performance variables pml_mpiv_<name>, and the per-process
+ * summary that pml_mpiv_stats prints at MPI_Finalize.
+ */
+#include "pml_mpiv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "opal/mca/base/mca_base_pvar.h"
+#include "opal/util/output.h"
+#include "ompi/runtime/params.h"
+
+#include <mpiv/mpiv.h>
+
+/* The engine's levels (mpiv_p2p_levels), after the counters. */
+enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1 };
+
+static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    uint64_t v = 0;
+    (void) obj;
+    if (MPIV_OK != mpiv_stats_read((size_t) (uintptr_t) pvar->ctx, &v)) {
+        return OPAL_ERROR;
+    }
+    *(unsigned long long *) value = (unsigned long long) v;
+    return OPAL_SUCCESS;
+}
+
+static int read_level(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    mpiv_p2p_levels_t levels = {0, 0};
+    (void) obj;
+    if (NULL != mca_pml_mpiv.engine) {
+        (void) mpiv_p2p_levels(mca_pml_mpiv.engine, &levels);
+    }
+    *(unsigned long long *) value =
+        (unsigned long long) (LEVEL_HELD == (uintptr_t) pvar->ctx ? levels.held : levels.held_max);
+    return OPAL_SUCCESS;
+}
+
+void mca_pml_mpiv_stats_register(void)
+{
+    const size_t n = mpiv_stats_count();
+    for (size_t i = 0; i < n; ++i) {
+        const char *name, *unit, *text;
+        char description[512];
+        if (MPIV_OK != mpiv_stats_info(i, &name, &unit, &text)) {
+            continue;
+        }
+        snprintf(description, sizeof(description), "%s (%s; all threads of the process)", text,
+                 unit);
+        (void) mca_base_component_pvar_register(
+            &mca_pml_mpiv_component.pmlm_version, name, description, OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+            MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+            read_counter, NULL, NULL, (void *) (uintptr_t) i);
+    }
+    (void) mca_base_component_pvar_register(
+        &mca_pml_mpiv_component.pmlm_version, "unexpected_now",
+        "Messages that arrived and wait for their receives now (unexpected, or held for their "
+        "sender's order)",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        read_level, NULL, NULL, (void *) (uintptr_t) LEVEL_HELD);
+    (void) mca_base_component_pvar_register(
+        &mca_pml_mpiv_component.pmlm_version, "unexpected_max",
+        "The most messages that waited for their receives at once (high-water mark of "
+        "unexpected_now since MPI_Init)",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_HIGHWATERMARK, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_level, NULL, NULL,
+        (void *) (uintptr_t) LEVEL_HELD_MAX);
+}
+
+/* One line per counter that is not zero: "  name value unit", and with per_thread the
+ * values of the exited threads and of each live thread. */
+void mca_pml_mpiv_stats_print(int level)
+{
+    enum { MAX_THREADS = 64 };
+    const size_t n = mpiv_stats_count();
+    mpiv_p2p_levels_t levels = {0, 0};
+    char line[1024];
+    if (level <= 0) {
+        return;
+    }
+    if (NULL != mca_pml_mpiv.engine) {
+        (void) mpiv_p2p_levels(mca_pml_mpiv.engine, &levels);
+    }
+    opal_output(0, "pml mpiv stats: rank %d (pid %d): counters that are not zero%s",
+                (int) OMPI_PROC_MY_NAME->vpid, (int) getpid(),
+                level >= 2 ? " [exited threads | each live thread]" : "");
+    for (size_t i = 0; i < n; ++i) {
+        const char *name, *unit, *text;
+        uint64_t total = 0, values[MAX_THREADS];
+        size_t threads = 0;
+        if (MPIV_OK != mpiv_stats_info(i, &name, &unit, &text) ||
+            MPIV_OK != mpiv_stats_read(i, &total) || 0 == total) {
+            continue;
+        }
+        int len = snprintf(line, sizeof(line), "pml mpiv stats: rank %d: %-24s %20" PRIu64 " %s",
+                           (int) OMPI_PROC_MY_NAME->vpid, name, total, unit);
+        if (level >= 2 &&
+            MPIV_OK == mpiv_stats_read_threads(i, values, MAX_THREADS, &threads)) {
+            const size_t shown = threads < MAX_THREADS ? threads : MAX_THREADS;
+            for (size_t t = 0; t < shown && len > 0 && (size_t) len < sizeof(line); ++t) {
+                len += snprintf(line + len, sizeof(line) - (size_t) len, "%s%" PRIu64,
+                                0 == t ? " [" : (1 == t ? " | " : " "), values[t]);
+            }
+            if (len > 0 && (size_t) len < sizeof(line)) {
+                snprintf(line + len, sizeof(line) - (size_t) len, "%s]",
+                         threads > shown ? " ..." : "");
+            }
+        }
+        opal_output(0, "%s", line);
+    }
+    opal_output(0, "pml mpiv stats: rank %d: %-24s %20" PRIu64 " messages",
+                (int) OMPI_PROC_MY_NAME->vpid, "unexpected_max", levels.held_max);
+}
