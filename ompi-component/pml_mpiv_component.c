@@ -212,6 +212,29 @@ static void log_to_opal(int level, const char *message, void *ctx)
     }
 }
 
+/* The PUs of @p set as a list of ranges ("0-3,8"). */
+static void pu_list(const cpu_set_t *set, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int cpu = 0; cpu < CPU_SETSIZE && len + 1 < size; ++cpu) {
+        int last = cpu;
+        if (!CPU_ISSET(cpu, set)) {
+            continue;
+        }
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set)) {
+            ++last;
+        }
+        int n = last == cpu ? snprintf(out + len, size - len, "%s%d", len ? "," : "", cpu)
+                            : snprintf(out + len, size - len, "%s%d-%d", len ? "," : "", cpu, last);
+        if (n < 0) {
+            break;
+        }
+        len += (size_t) n;
+        cpu = last;
+    }
+}
+
 static int count_bound_pus(cpu_set_t *set)
 {
     if (0 != sched_getaffinity(0, sizeof *set, set)) {
@@ -355,11 +378,13 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
         mca_pml_mpiv.engine = NULL;
         return decline("cannot publish the address through the modex");
     }
+    char pus_text[256];
+    pu_list(&bound, pus_text, sizeof(pus_text));
     opal_output_verbose(2, mca_pml_mpiv.output,
-                        "pml mpiv: selected candidate: %u endpoints, inline up to %zu bytes, eager "
+                        "pml mpiv: selected candidate: bound to PUs %s, %u endpoints, inline up to %zu bytes, eager "
                         "limit %u, %u packets, idle time %u us%s, progress %s (server PU %d), lock %s, "
                         "single copy %s%s",
-                        params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
+                        pus_text, params.endpoints, mca_pml_mpiv.inline_max, params.eager_limit,
                         params.packet_count, params.idle_us,
                         mca_pml_mpiv.yielding ? " (waits yield)" : "",
                         MPIV_P2P_PROGRESS_SERVER == params.progress ? "server" : "inline",

@@ -14,12 +14,20 @@
 
 #include <mpiv/mpiv.h>
 
-/* At verbose level 1: a peer whose large messages come in two copies, and why. */
+/* At verbose level 2: each peer's transport and copy mode; at 1: a peer whose large
+ * messages come in two copies, and why. */
 static void say_single_copy(ompi_proc_t *proc, uint32_t vpid)
 {
     int single = 1, error = 0;
-    if (MPIV_OK != mpiv_p2p_peer_single_copy(mca_pml_mpiv.engine, vpid, &single, &error) ||
-        single) {
+    if (MPIV_OK != mpiv_p2p_peer_single_copy(mca_pml_mpiv.engine, vpid, &single, &error)) {
+        return;
+    }
+    opal_output_verbose(2, mca_pml_mpiv.output, "pml mpiv: peer %s: shared memory, %s",
+                        OMPI_NAME_PRINT(&proc->super.proc_name),
+                        vpid == OMPI_PROC_MY_NAME->vpid
+                            ? "this process"
+                            : (single ? "single copy (process_vm_readv)" : "two copies"));
+    if (single) {
         return;
     }
     if (0 == error) {

@@ -4,7 +4,7 @@
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
 EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh \
-	%reldir%/rogue.sh %reldir%/single_copy.sh
+	%reldir%/rogue.sh %reldir%/single_copy.sh %reldir%/stats.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -188,6 +188,13 @@ check_PROGRAMS += %reldir%/unexpected
 %canon_reldir%_unexpected_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_unexpected_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/mpit
+%canon_reldir%_mpit_SOURCES = %reldir%/mpit.c
+%canon_reldir%_mpit_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_mpit_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_mpit_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_mpit_LDADD = $(OMPI_LIBS)
+
 # no_cma: runs a program with process_vm_readv denied (seccomp), for single_copy.sh.
 check_PROGRAMS += %reldir%/no_cma
 %canon_reldir%_no_cma_SOURCES = %reldir%/no_cma.c
@@ -233,7 +240,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_kill-np2.sh
 
 %canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh \
-	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh
+	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh %reldir%/stats-np2.sh
 TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 

@@ -19,3 +19,9 @@ TESTS += %reldir%/test_copy
 %canon_reldir%_test_copy_SOURCES = %reldir%/test_copy.cc
 %canon_reldir%_test_copy_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_copy_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_stats
+TESTS += %reldir%/test_stats
+%canon_reldir%_test_stats_SOURCES = %reldir%/test_stats.cc
+%canon_reldir%_test_stats_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_stats_LDADD = $(GTEST_CORE_LIBS)

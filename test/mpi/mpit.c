@@ -1,0 +1,166 @@
+/*
+ * mpit: mpiv's MPI_T performance variables count exactly what happens (np 2, pml mpiv).
+ *
+ * Every counter the runtime keeps (mpiv_stats_*) must be an MPI_T performance variable
+ * pml_mpiv_<name>, with pml_mpiv_unexpected_now and pml_mpiv_unexpected_max. Each rank
+ * reads them all, then rank 1 sends rank 0 a go message; rank 0 sends 10 inline messages
+ * (8 bytes), 5 eager ones (2 KiB), 3 rendezvous ones (64 KiB) and a done message (8
+ * bytes). Rank 1 receives done first, so the 18 others arrive before their receives; it
+ * reads pml_mpiv_unexpected_now (18), then receives them, the first with MPI_ANY_SOURCE
+ * (a wildcard match). Both read again; the differences must be exact:
+ *   rank 0: sent_inline 11, bytes_inline 88, sent_eager 5, bytes_eager 10240,
+ *           sent_rendezvous 3, bytes_rendezvous 196608, received 1, bytes_received 8;
+ *   rank 1: sent_inline 1, bytes_inline 8, received 19, bytes_received 206936,
+ *           unexpected 18, wildcard_matches 1, cma_reads 3, unexpected_now back to 0.
+ * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
+ */
+#include "mpi_test.h"
+
+enum { MAX_VARS = 64, INLINE = 10, EAGER = 5, RNDV = 3 };
+
+static int nvars;
+static char names[MAX_VARS][128];
+static MPI_T_pvar_handle handles[MAX_VARS];
+static MPI_T_pvar_session session;
+
+static void open_vars(void)
+{
+    int num = 0, provided;
+    MT_CALL(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    MT_CALL(MPI_T_pvar_get_num(&num));
+    MT_CALL(MPI_T_pvar_session_create(&session));
+    for (int i = 0; i < num; ++i) {
+        char name[128], desc[1024];
+        int name_len = sizeof(name), desc_len = sizeof(desc), verbosity, var_class, bind,
+            readonly, continuous, atomic, count;
+        MPI_Datatype type;
+        MPI_T_enum enumtype;
+        MT_CALL(MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype,
+                                    desc, &desc_len, &bind, &readonly, &continuous, &atomic));
+        if (0 != strncmp(name, "pml_mpiv_", 9)) {
+            continue;
+        }
+        MT_CHECK(nvars < MAX_VARS, "more than %d pml_mpiv variables", MAX_VARS);
+        MT_CHECK(MPI_UNSIGNED_LONG_LONG == type, "%s is not unsigned long long", name);
+        MT_CHECK(desc_len > 20, "%s has no description", name);
+        snprintf(names[nvars], sizeof(names[nvars]), "%s", name + 9);
+        MT_CALL(MPI_T_pvar_handle_alloc(session, i, NULL, &handles[nvars], &count));
+        MT_CHECK(1 == count, "%s has %d values", name, count);
+        ++nvars;
+    }
+}
+
+static int var(const char *name)
+{
+    for (int i = 0; i < nvars; ++i) {
+        if (0 == strcmp(names[i], name)) {
+            return i;
+        }
+    }
+    MT_FAIL("no MPI_T performance variable pml_mpiv_%s", name);
+}
+
+static void read_all(unsigned long long *values)
+{
+    for (int i = 0; i < nvars; ++i) {
+        MT_CALL(MPI_T_pvar_read(session, handles[i], &values[i]));
+    }
+}
+
+static void expect_delta(const unsigned long long *before, const unsigned long long *after,
+                         const char *name, unsigned long long want)
+{
+    const int i = var(name);
+    char what[96];
+    snprintf(what, sizeof(what), "rank %d: change of pml_mpiv_%s", mt_rank, name);
+    MT_EXPECT_EQ(what, want, after[i] - before[i]);
+}
+
+int main(int argc, char **argv)
+{
+    static unsigned char buf[RNDV][65536], eager[EAGER][2048];
+    unsigned long long before[MAX_VARS], after[MAX_VARS], now[MAX_VARS];
+    long word = 7;
+    MPI_Status status;
+    mt_init(&argc, &argv, "mpit", MPI_THREAD_SINGLE);
+    MT_CHECK(2 == mt_size, "runs on 2 processes, not %d", mt_size);
+    open_vars();
+    /* Every counter of the runtime, and the two levels. */
+    const char *all[] = {"sent_inline", "sent_eager", "sent_rendezvous", "sent_gather",
+                         "sent_streamed", "bytes_inline", "bytes_eager", "bytes_rendezvous",
+                         "received", "bytes_received", "unexpected", "wildcard_matches",
+                         "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
+                         "backpressure", "cma_reads", "two_copy_pieces", "waits_slept",
+                         "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
+                         "server_polls", "server_polls_with_work", "unexpected_now",
+                         "unexpected_max"};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
+        (void) var(all[i]);
+    }
+    MT_EXPECT_EQ("pml_mpiv variables", (long) (sizeof(all) / sizeof(all[0])), nvars);
+    MT_CALL(MPI_Barrier(MPI_COMM_WORLD));
+    read_all(before);
+    if (0 == mt_rank) {
+        MPI_Request req[INLINE + EAGER + RNDV + 1];
+        long small[INLINE];
+        int n = 0;
+        MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 1, 1, MPI_COMM_WORLD, &status)); /* go */
+        for (int i = 0; i < INLINE; ++i) {
+            small[i] = i;
+            MT_CALL(MPI_Isend(&small[i], 1, MPI_LONG, 1, 10, MPI_COMM_WORLD, &req[n++]));
+        }
+        for (int i = 0; i < EAGER; ++i) {
+            MT_CALL(MPI_Isend(eager[i], 2048, MPI_BYTE, 1, 11, MPI_COMM_WORLD, &req[n++]));
+        }
+        for (int i = 0; i < RNDV; ++i) {
+            MT_CALL(MPI_Isend(buf[i], 65536, MPI_BYTE, 1, 12, MPI_COMM_WORLD, &req[n++]));
+        }
+        MT_CALL(MPI_Isend(&word, 1, MPI_LONG, 1, 2, MPI_COMM_WORLD, &req[n++])); /* done */
+        MT_CALL(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+        read_all(after);
+        expect_delta(before, after, "sent_inline", INLINE + 1);
+        expect_delta(before, after, "bytes_inline", (INLINE + 1) * sizeof(long));
+        expect_delta(before, after, "sent_eager", EAGER);
+        expect_delta(before, after, "bytes_eager", EAGER * 2048);
+        expect_delta(before, after, "sent_rendezvous", RNDV);
+        expect_delta(before, after, "bytes_rendezvous", RNDV * 65536);
+        expect_delta(before, after, "received", 1);
+        expect_delta(before, after, "bytes_received", sizeof(long));
+    } else {
+        MT_CALL(MPI_Send(&word, 1, MPI_LONG, 0, 1, MPI_COMM_WORLD)); /* go */
+        MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0, 2, MPI_COMM_WORLD, &status)); /* done */
+        read_all(now);
+        MT_EXPECT_EQ("rank 1: pml_mpiv_unexpected_now after done", INLINE + EAGER + RNDV,
+                     now[var("unexpected_now")]);
+        MT_CHECK(now[var("unexpected_max")] >= INLINE + EAGER + RNDV,
+                 "pml_mpiv_unexpected_max %llu", now[var("unexpected_max")]);
+        for (int i = 0; i < INLINE; ++i) {
+            MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0 == i ? MPI_ANY_SOURCE : 0, 10, MPI_COMM_WORLD,
+                             &status));
+            MT_EXPECT_EQ("an inline message, in order", i, word);
+        }
+        for (int i = 0; i < EAGER; ++i) {
+            MT_CALL(MPI_Recv(eager[i], 2048, MPI_BYTE, 0, 11, MPI_COMM_WORLD, &status));
+        }
+        for (int i = 0; i < RNDV; ++i) {
+            MT_CALL(MPI_Recv(buf[i], 65536, MPI_BYTE, 0, 12, MPI_COMM_WORLD, &status));
+        }
+        read_all(after);
+        expect_delta(before, after, "sent_inline", 1);
+        expect_delta(before, after, "bytes_inline", sizeof(long));
+        expect_delta(before, after, "received", INLINE + EAGER + RNDV + 1);
+        expect_delta(before, after, "bytes_received",
+                     (INLINE + 1) * sizeof(long) + EAGER * 2048 + RNDV * 65536);
+        expect_delta(before, after, "unexpected", INLINE + EAGER + RNDV);
+        expect_delta(before, after, "wildcard_matches", 1);
+        expect_delta(before, after, "cma_reads", RNDV);
+        MT_EXPECT_EQ("rank 1: pml_mpiv_unexpected_now at the end", 0,
+                     after[var("unexpected_now")]);
+    }
+    for (int i = 0; i < nvars; ++i) {
+        MT_CALL(MPI_T_pvar_handle_free(session, &handles[i]));
+    }
+    MT_CALL(MPI_T_pvar_session_free(&session));
+    MT_CALL(MPI_T_finalize());
+    return mt_finish();
+}

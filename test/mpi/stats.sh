@@ -1,0 +1,55 @@
+#!/bin/sh
+# stats.sh: mpiv's observability under pml mpiv:
+#   - mpit: every counter is an MPI_T performance variable, and known traffic changes
+#     them by exactly what it should;
+#   - pml_mpiv_stats 1 and 2: each process prints its non-zero counters at MPI_Finalize,
+#     one line each ("pml mpiv stats: rank R: NAME VALUE UNIT", per thread at 2);
+#   - pml_mpiv_verbose 2 states the placement: the process binding, progress (server PU or
+#     inline), the lock kind, and the transport and copy mode of each peer.
+# Environment as for run.sh.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+[ "${MPIV_TEST_PML:-mpiv}" = mpiv ] || { echo "SKIP: mpiv only"; exit 77; }
+status=0
+log=${TMPDIR:-/tmp}/mpiv-stats.$$
+trap 'rm -f "$log"' EXIT
+
+if "$here/run.sh" mpit 2 >"$log" 2>&1; then
+    echo "PASS mpit: MPI_T performance variables"
+else
+    cat "$log"
+    echo "FAIL mpit"
+    status=1
+fi
+
+for level in 1 2; do
+    if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_stats $level" "$here/run.sh" p2p_sizes 2 >"$log" 2>&1; then
+        line='pml mpiv stats: rank [01]: sent_rendezvous +[0-9]+ messages'
+        [ "$level" = 2 ] && line="$line \\[[0-9]+ \\| [0-9]+( [0-9]+)*\\]"
+        bad=$(grep 'pml mpiv stats: rank [01]: ' "$log" |
+            grep -Ev ': [a-z_]+ +[0-9]+ [a-z-]+( \[[0-9]+ \| [0-9]+( [0-9]+)*( \.\.\.)?\])?$' || true)
+        if [ "$(grep -cE "$line" "$log")" -eq 2 ] && [ -z "$bad" ] &&
+            [ "$(grep -c 'pml mpiv stats: rank [01]: unexpected_max' "$log")" -eq 2 ]; then
+            echo "PASS pml_mpiv_stats $level: the summary of each process"
+        else
+            cat "$log"
+            echo "FAIL pml_mpiv_stats $level: summary lines missing or malformed: $bad"
+            status=1
+        fi
+    else
+        cat "$log"
+        echo "FAIL p2p_sizes with pml_mpiv_stats $level"
+        status=1
+    fi
+done
+
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" p2p_sizes 2 >"$log" 2>&1 &&
+    [ "$(grep -cE 'selected candidate: .*bound to PUs [0-9].*progress (inline|server).*lock (mcs|hmcs|ticket)' "$log")" -eq 2 ] &&
+    [ "$(grep -cE 'peer .*: shared memory, (single copy \(process_vm_readv\)|two copies|this process)' "$log")" -ge 4 ]; then
+    echo "PASS pml_mpiv_verbose 2 states the placement and each peer's transport"
+else
+    cat "$log"
+    echo "FAIL pml_mpiv_verbose 2 placement lines"
+    status=1
+fi
+exit $status
