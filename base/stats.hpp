@@ -42,6 +42,10 @@ namespace mpiv::base::stats {
     X(bytes_received, "bytes", "Bytes delivered to receives (any protocol)")                    \
     X(unexpected, "messages",                                                                   \
       "Messages that arrived before a matching receive was posted (or before their turn)")      \
+    X(recv_posted, "receives", "Receives posted before their message arrived (they waited in "  \
+                               "the posted lists)")                                             \
+    X(recv_posted_matched, "receives", "Posted receives matched by an arriving message")        \
+    X(recv_cancelled, "receives", "Posted receives cancelled")                                  \
     X(wildcard_matches, "matches",                                                              \
       "Matches made on a communicator's wildcard slow path (a wildcard receive, or a message "  \
       "checked against posted wildcard receives)")                                              \

@@ -321,6 +321,7 @@ inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
     while (match::msg_node *mn = matched.pop()) {
         auto &im = static_cast<inmsg &>(*mn);
         mine = mine || &im == &m;
+        base::stats::add(base::stats::counter::recv_posted_matched);
         complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
         --held;
     }
@@ -588,13 +589,19 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
         if (!deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
             return status::inprogress; // its ACK or FIN waits for room (or its bytes, two copies)
         }
+    } else if (s == status::inprogress) {
+        base::stats::add(base::stats::counter::recv_posted);
     }
     return s;
 }
 
 status engine::cancel(recv_op &op) noexcept
 {
-    return op.comm->match([&](auto &c) { return c.cancel(op); });
+    const status s = op.comm->match([&](auto &c) { return c.cancel(op); });
+    if (s == status::ok) {
+        base::stats::add(base::stats::counter::recv_cancelled);
+    }
+    return s;
 }
 
 status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_pvar.h"
@@ -18,8 +19,23 @@
 
 #include <mpiv/mpiv.h>
 
-/* The engine's levels (mpiv_p2p_levels), after the counters. */
-enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1 };
+/* The levels, after the counters: the engine's (mpiv_p2p_levels), and the receives that
+ * wait in the posted lists now (from three counters, summed on read). */
+enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1, LEVEL_POSTED = 2 };
+
+static uint64_t counter_named(const char *want)
+{
+    const size_t n = mpiv_stats_count();
+    for (size_t i = 0; i < n; ++i) {
+        const char *name, *unit, *text;
+        uint64_t v = 0;
+        if (MPIV_OK == mpiv_stats_info(i, &name, &unit, &text) && 0 == strcmp(name, want) &&
+            MPIV_OK == mpiv_stats_read(i, &v)) {
+            return v;
+        }
+    }
+    return 0;
+}
 
 static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
@@ -36,6 +52,13 @@ static int read_level(const struct mca_base_pvar_t *pvar, void *value, void *obj
 {
     mpiv_p2p_levels_t levels = {0, 0};
     (void) obj;
+    if (LEVEL_POSTED == (uintptr_t) pvar->ctx) {
+        /* Read in this order, each counter only grows: never below the true level. */
+        const uint64_t done = counter_named("recv_posted_matched") + counter_named("recv_cancelled");
+        const uint64_t posted = counter_named("recv_posted");
+        *(unsigned long long *) value = (unsigned long long) (posted > done ? posted - done : 0);
+        return OPAL_SUCCESS;
+    }
     if (NULL != mca_pml_mpiv.engine) {
         (void) mpiv_p2p_levels(mca_pml_mpiv.engine, &levels);
     }
@@ -76,6 +99,13 @@ void mca_pml_mpiv_stats_register(void)
         NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
         MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_level, NULL, NULL,
         (void *) (uintptr_t) LEVEL_HELD_MAX);
+    (void) mca_base_component_pvar_register(
+        &mca_pml_mpiv_component.pmlm_version, "posted_now",
+        "Receives posted that wait for their message now (recv_posted - recv_posted_matched - "
+        "recv_cancelled)",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        read_level, NULL, NULL, (void *) (uintptr_t) LEVEL_POSTED);
 }
 
 /* One line per counter that is not zero: "  name value unit", and with per_thread the

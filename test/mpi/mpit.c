@@ -7,11 +7,14 @@
  * (8 bytes), 5 eager ones (2 KiB), 3 rendezvous ones (64 KiB) and a done message (8
  * bytes). Rank 1 receives done first, so the 18 others arrive before their receives; it
  * reads pml_mpiv_unexpected_now (18), then receives them, the first with MPI_ANY_SOURCE
- * (a wildcard match). Both read again; the differences must be exact:
+ * (a wildcard match); a receive it posts for a message that never comes shows in
+ * pml_mpiv_posted_now until it cancels it. Both read again; the differences must be exact:
  *   rank 0: sent_inline 11, bytes_inline 88, sent_eager 5, bytes_eager 10240,
  *           sent_rendezvous 3, bytes_rendezvous 196608, received 1, bytes_received 8;
  *   rank 1: sent_inline 1, bytes_inline 8, received 19, bytes_received 206936,
- *           unexpected 18, wildcard_matches 1, cma_reads 3, unexpected_now back to 0.
+ *           unexpected 18, wildcard_matches 1, cma_reads 3, recv_posted 2 (done, and the
+ *           one cancelled), recv_posted_matched 1, recv_cancelled 1; unexpected_now and
+ *           posted_now back to 0.
  * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
  */
 #include "mpi_test.h"
@@ -88,12 +91,13 @@ int main(int argc, char **argv)
     /* Every counter of the runtime, and the two levels. */
     const char *all[] = {"sent_inline", "sent_eager", "sent_rendezvous", "sent_gather",
                          "sent_streamed", "bytes_inline", "bytes_eager", "bytes_rendezvous",
-                         "received", "bytes_received", "unexpected", "wildcard_matches",
+                         "received", "bytes_received", "recv_posted", "recv_posted_matched",
+                         "recv_cancelled", "unexpected", "wildcard_matches",
                          "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
                          "backpressure", "cma_reads", "two_copy_pieces", "waits_slept",
                          "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "unexpected_now",
-                         "unexpected_max"};
+                         "unexpected_max", "posted_now"};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
         (void) var(all[i]);
     }
@@ -134,6 +138,15 @@ int main(int argc, char **argv)
                      now[var("unexpected_now")]);
         MT_CHECK(now[var("unexpected_max")] >= INLINE + EAGER + RNDV,
                  "pml_mpiv_unexpected_max %llu", now[var("unexpected_max")]);
+        {
+            MPI_Request never;
+            MT_CALL(MPI_Irecv(&word, 1, MPI_LONG, 0, 99, MPI_COMM_WORLD, &never));
+            read_all(now);
+            MT_EXPECT_EQ("rank 1: pml_mpiv_posted_now with one receive waiting", 1,
+                         now[var("posted_now")]);
+            MT_CALL(MPI_Cancel(&never));
+            MT_CALL(MPI_Wait(&never, &status));
+        }
         for (int i = 0; i < INLINE; ++i) {
             MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0 == i ? MPI_ANY_SOURCE : 0, 10, MPI_COMM_WORLD,
                              &status));
@@ -154,6 +167,10 @@ int main(int argc, char **argv)
         expect_delta(before, after, "unexpected", INLINE + EAGER + RNDV);
         expect_delta(before, after, "wildcard_matches", 1);
         expect_delta(before, after, "cma_reads", RNDV);
+        expect_delta(before, after, "recv_posted", 2);
+        expect_delta(before, after, "recv_posted_matched", 1);
+        expect_delta(before, after, "recv_cancelled", 1);
+        MT_EXPECT_EQ("rank 1: pml_mpiv_posted_now at the end", 0, after[var("posted_now")]);
         MT_EXPECT_EQ("rank 1: pml_mpiv_unexpected_now at the end", 0,
                      after[var("unexpected_now")]);
     }
