@@ -280,13 +280,21 @@ engine::~engine()
         m = next;
     }
     // Messages nobody received are freed with their communicators (the table goes too).
-    const auto free_messages = [](comm_state &c) noexcept {
+    const auto free_one = [](comm_state &c) noexcept {
         try {
             c.match([](auto &m) {
                 m.release_messages([](match::msg_node &n) { delete static_cast<inmsg *>(&n); });
             });
         } catch (const std::bad_alloc &) {
             // Leaked: the process is ending its use of mpiv.
+        }
+    };
+    const auto free_messages = [&free_one](comm_state &c) noexcept {
+        if (c.eps.empty()) {
+            free_one(c);
+        }
+        for (auto &h : c.eps) {
+            free_one(*h);
         }
     };
     if (comms_ != nullptr) {
@@ -487,6 +495,42 @@ bool match_assertions(unsigned assertions, unsigned &flags) noexcept
 }
 } // namespace
 
+status engine::make_match(comm_state &c, match::table &table, std::int32_t size,
+                          unsigned flags) noexcept
+{
+    match::comm_params cp;
+    cp.cid = c.cid;
+    cp.size = size;
+    cp.assertions = flags;
+    switch (params_.lock) {
+    case MPIV_P2P_LOCK_MCS:
+        return comm_mcs::create(table, cp, c.mcs);
+    case MPIV_P2P_LOCK_HMCS:
+        return comm_hmcs::create(table, cp, c.hmcs);
+    case MPIV_P2P_LOCK_TICKET:
+        return comm_ticket::create(table, cp, c.ticket);
+    }
+    return status::invalid_arg;
+}
+
+inmsg *engine::take_pending(std::uint16_t cid) noexcept
+{
+    inmsg *mine = nullptr;
+    inmsg **tail = &mine;
+    for (inmsg **pp = &pending_; *pp != nullptr;) {
+        inmsg *m = *pp;
+        if (m->w.cid == cid) {
+            *pp = m->next_pending;
+            m->next_pending = nullptr;
+            *tail = m;
+            tail = &m->next_pending;
+        } else {
+            pp = &m->next_pending;
+        }
+    }
+    return mine;
+}
+
 status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                            comm_state *&comm_p) noexcept
 {
@@ -499,22 +543,7 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
         return status::nomem;
     }
     c->cid = cid;
-    match::comm_params cp;
-    cp.cid = cid;
-    cp.size = size;
-    cp.assertions = flags;
-    status s = status::invalid_arg;
-    switch (params_.lock) {
-    case MPIV_P2P_LOCK_MCS:
-        s = comm_mcs::create(*table_, cp, c->mcs);
-        break;
-    case MPIV_P2P_LOCK_HMCS:
-        s = comm_hmcs::create(*table_, cp, c->hmcs);
-        break;
-    case MPIV_P2P_LOCK_TICKET:
-        s = comm_ticket::create(*table_, cp, c->ticket);
-        break;
-    }
+    const status s = make_match(*c, *table_, size, flags);
     if (s != status::ok) {
         return s;
     }
@@ -525,19 +554,7 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
             base::log(base::log_level::error, "mpiv_p2p_comm_create: context id %u is in use", cid);
             return status::invalid_arg;
         }
-        // Take this context id's early arrivals, keeping their arrival order.
-        inmsg **tail = &mine;
-        for (inmsg **pp = &pending_; *pp != nullptr;) {
-            inmsg *m = *pp;
-            if (m->w.cid == cid) {
-                *pp = m->next_pending;
-                m->next_pending = nullptr;
-                *tail = m;
-                tail = &m->next_pending;
-            } else {
-                pp = &m->next_pending;
-            }
-        }
+        mine = take_pending(cid); // this context id's early arrivals, in arrival order
         // Release: an arrival that loads the pointer with acquire sees the built state.
         comms_[cid].store(c.get(), std::memory_order_release);
     }
@@ -545,6 +562,82 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
     arrive_early(*raw, mine);
     comm_p = raw;
     reap(); // communicators destroyed from inside a drain
+    return status::ok;
+}
+
+status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
+                                     const std::uint32_t *rank_peer, const std::uint16_t *rank_ep,
+                                     comm_state **handles_p, std::uint32_t capacity) noexcept
+{
+    // Handles of this process, in endpoint order; every peer's endpoints numbered 0, 1, ...
+    // in rank order (a rank map that says otherwise is refused).
+    constexpr std::size_t k_ep_buckets = 256; // a handle's own table: one endpoint's traffic
+    if (size < 1 || rank_peer == nullptr || rank_ep == nullptr || handles_p == nullptr) {
+        base::log(base::log_level::error, "mpiv_p2p_comm_create_endpoints: bad arguments");
+        return status::invalid_arg;
+    }
+    std::unique_ptr<comm_state> g(new (std::nothrow) comm_state);
+    if (g == nullptr) {
+        return status::nomem;
+    }
+    g->cid = cid;
+    try {
+        g->rank_eps.assign(rank_ep, rank_ep + size);
+        std::vector<std::uint32_t> next(params_.num_peers, 0);
+        for (std::int32_t r = 0; r < size; ++r) {
+            if (rank_peer[r] >= params_.num_peers || rank_ep[r] != next[rank_peer[r]]) {
+                base::log(base::log_level::error,
+                          "mpiv_p2p_comm_create_endpoints: rank %d is endpoint %u of peer %u "
+                          "(expected peer < %u, endpoint %u)",
+                          r, rank_ep[r], rank_peer[r], params_.num_peers,
+                          rank_peer[r] < params_.num_peers ? next[rank_peer[r]] : 0U);
+                return status::invalid_arg;
+            }
+            ++next[rank_peer[r]];
+        }
+        const std::uint32_t mine = next[params_.self];
+        if (mine == 0 || mine > capacity || mine > UINT16_MAX) {
+            base::log(base::log_level::error,
+                      "mpiv_p2p_comm_create_endpoints: this process has %u endpoints (room for %u)",
+                      mine, capacity);
+            return status::invalid_arg;
+        }
+        for (std::uint32_t k = 0; k < mine; ++k) {
+            std::unique_ptr<comm_state> h(new comm_state);
+            h->cid = cid;
+            h->group = g.get();
+            h->rank_ep = g->rank_eps.data();
+            status s = match::table::create(k_ep_buckets, h->own_table, serial_);
+            if (s == status::ok) {
+                s = make_match(*h, *h->own_table, size, 0);
+            }
+            if (s != status::ok) {
+                return s;
+            }
+            g->eps.push_back(std::move(h));
+        }
+        g->live_handles = mine;
+    } catch (const std::bad_alloc &) {
+        return status::nomem;
+    }
+    inmsg *early = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(pending_mu_);
+        if (comms_[cid].load(std::memory_order_relaxed) != nullptr) {
+            base::log(base::log_level::error,
+                      "mpiv_p2p_comm_create_endpoints: context id %u is in use", cid);
+            return status::invalid_arg;
+        }
+        early = take_pending(cid);
+        // Release: an arrival that loads the pointer with acquire sees the built state.
+        comms_[cid].store(g.get(), std::memory_order_release);
+    }
+    comm_state *raw = g.release();
+    for (std::size_t k = 0; k < raw->eps.size(); ++k) {
+        handles_p[k] = raw->eps[k].get();
+    }
+    arrive_early(*raw, early);
+    reap();
     return status::ok;
 }
 
@@ -570,6 +663,19 @@ status engine::comm_destroy(comm_state *comm) noexcept
 {
     {
         std::lock_guard<std::mutex> guard(pending_mu_);
+        if (comm->group != nullptr) {
+            // An endpoints handle: its state lives as long as its group, which goes with
+            // the last handle (arrivals for a destroyed handle are erroneous and kept).
+            comm_state *g = comm->group;
+            if (comms_[g->cid].load(std::memory_order_relaxed) != g || comm->destroyed) {
+                return status::invalid_handle;
+            }
+            comm->destroyed = true;
+            if (--g->live_handles != 0) {
+                return status::ok;
+            }
+            comm = g;
+        }
         if (comms_[comm->cid].load(std::memory_order_relaxed) != comm) {
             return status::invalid_handle;
         }
@@ -612,7 +718,7 @@ void engine::reap() noexcept
             ++i;
             continue;
         }
-        if (g.comm->match([](auto &m) { return m.holds_messages(); })) {
+        if (g.comm->holds_messages()) {
             base::log(base::log_level::debug,
                       "mpiv: communicator %u freed while messages wait in it: its state is "
                       "kept until finalize", g.comm->cid);

@@ -127,7 +127,8 @@ struct wire {
     std::int32_t source;
     std::int32_t tag;
     std::uint32_t seq;
-    std::uint32_t inline_bytes;
+    std::uint16_t inline_bytes;
+    std::uint16_t dst_ep; // endpoints communicators: the receiving handle's endpoint index
     std::uint64_t size; // message bytes
     union {
         unsigned char data[24]; // eager_inline payload
@@ -249,11 +250,28 @@ using comm_ticket = match::basic_comm<base::tlp_lock<base::ticket_lock, base::ti
 
 /// Per-communicator state: the matching engine (one of three lock kinds) and the
 /// context id.
+///
+/// Endpoints communicators (mpiv_p2p_comm_create_endpoints): each rank of this process is
+/// a handle, a comm_state with a matching table of its own (no other handle's traffic in
+/// it: a wildcard on one handle sees only messages to that endpoint rank) and the map
+/// rank -> endpoint index within its owner, which its sends put in the wire (dst_ep). The
+/// group, also a comm_state (no matching engine of its own), is what comms_[cid] holds:
+/// it owns the handles, indexed by endpoint index, routes each arrival to one, and goes
+/// when its last handle is destroyed.
 struct comm_state {
     std::unique_ptr<comm_mcs> mcs;
     std::unique_ptr<comm_hmcs> hmcs;
     std::unique_ptr<comm_ticket> ticket;
     std::uint16_t cid;
+    // Endpoints: a handle's own table, its map, its group; a group's handles and map.
+    std::unique_ptr<match::table> own_table;
+    const std::uint16_t *rank_ep = nullptr;
+    comm_state *group = nullptr;
+    std::vector<std::unique_ptr<comm_state>> eps;
+    std::vector<std::uint16_t> rank_eps;
+    std::uint32_t live_handles = 0; // a group's handles not destroyed yet (pending_mu_)
+    bool destroyed = false;         // a handle destroyed (pending_mu_)
+
 
     /// Call @p f with the matching engine, whichever lock kind it has.
     template <class F> decltype(auto) match(F &&f)
@@ -265,6 +283,20 @@ struct comm_state {
             return f(*hmcs);
         }
         return f(*ticket);
+    }
+
+    /// Whether messages of this communicator (or of any handle of a group) still wait.
+    bool holds_messages()
+    {
+        if (!eps.empty()) {
+            for (auto &h : eps) {
+                if (h->holds_messages()) {
+                    return true;
+                }
+            }
+            return false;
+        }
+        return match([](auto &m) -> bool { return m.holds_messages(); });
     }
 };
 
@@ -327,6 +359,14 @@ class engine {
 
     [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                                      comm_state *&comm_p) noexcept;
+    /// An endpoints communicator of @p size ranks: rank r belongs to peer @p rank_peer[r]
+    /// as its endpoint @p rank_ep[r] (0, 1, ... in rank order per peer); this process's
+    /// ranks become handles_p[0 .. its count) in endpoint order (mpiv_p2p_comm_create_endpoints).
+    [[nodiscard]] status comm_create_endpoints(std::uint16_t cid, std::int32_t size,
+                                               const std::uint32_t *rank_peer,
+                                               const std::uint16_t *rank_ep,
+                                               comm_state **handles_p,
+                                               std::uint32_t capacity) noexcept;
     [[nodiscard]] status comm_destroy(comm_state *comm) noexcept;
     /// The MPIV_P2P_ASSERT_* bits @p comm has now.
     static unsigned comm_assertions(comm_state &comm) noexcept;
@@ -466,8 +506,13 @@ class engine {
     [[gnu::always_inline]] bool valid_target(comm_state &comm, std::uint32_t peer,
                                              std::int32_t dest, unsigned flags) noexcept;
     [[gnu::always_inline]] void fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,
-                                          std::int32_t tag, std::size_t bytes,
+                                          std::int32_t dest, std::int32_t tag, std::size_t bytes,
                                           unsigned flags) noexcept;
+    // The matching engine of a new communicator (or endpoints handle) over @p table.
+    status make_match(comm_state &c, match::table &table, std::int32_t size,
+                      unsigned flags) noexcept;
+    // Take the early arrivals of @p cid off the pending list, in arrival order (pending_mu_).
+    inmsg *take_pending(std::uint16_t cid) noexcept;
     /// The op of a send to a target valid_target() accepted; its wire ready but for kind
     /// and u (prepare_send() checks the target first).
     [[gnu::always_inline]] void init_send(comm_state &comm, std::uint32_t peer,

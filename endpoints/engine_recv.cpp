@@ -295,8 +295,23 @@ inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
     }
 }
 
-inline void engine::arrive(comm_state &comm, inmsg &m) noexcept
+inline void engine::arrive(comm_state &group, inmsg &m) noexcept
 {
+    // An endpoints communicator: the handle of the endpoint the message is for.
+    comm_state *target = &group;
+    if (__builtin_expect(!group.eps.empty(), 0)) {
+        if (m.w.dst_ep >= group.eps.size()) {
+            char what[112];
+            std::snprintf(what, sizeof what,
+                          "a message for endpoint %u of communicator %u, which has %zu here",
+                          m.w.dst_ep, m.w.cid, group.eps.size());
+            fault(m.w.from, what);
+            free_inmsg(&m);
+            return;
+        }
+        target = group.eps[m.w.dst_ep].get();
+    }
+    comm_state &comm = *target;
     match::envelope env;
     env.source = m.w.source;
     env.tag = m.w.tag;

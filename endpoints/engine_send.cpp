@@ -229,9 +229,11 @@ inline bool engine::valid_target(comm_state &comm, std::uint32_t peer, std::int3
 }
 
 inline void engine::fill_wire(wire &w, const comm_state &comm, std::int32_t self_rank,
-                              std::int32_t tag, std::size_t bytes, unsigned flags) noexcept
+                              std::int32_t dest, std::int32_t tag, std::size_t bytes,
+                              unsigned flags) noexcept
 {
     w = wire{};
+    w.dst_ep = comm.rank_ep != nullptr ? comm.rank_ep[dest] : 0;
     w.flags = (flags & MPIV_P2P_SEND_SYNC) != 0 ? k_wire_sync : 0;
     w.cid = comm.cid;
     w.from = params_.self;
@@ -262,7 +264,7 @@ inline void engine::init_send(comm_state &comm, std::uint32_t peer, std::int32_t
     op.buf = nullptr;
     op.seq_comm = &comm;
     op.packet = nullptr;
-    fill_wire(op.w, comm, self_rank, tag, bytes, flags);
+    fill_wire(op.w, comm, self_rank, dest, tag, bytes, flags);
 }
 
 inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::int32_t self_rank,
@@ -277,9 +279,9 @@ inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::i
         return false;
     }
     wire w;
-    fill_wire(w, comm, self_rank, tag, bytes, 0);
+    fill_wire(w, comm, self_rank, dest, tag, bytes, 0);
     w.kind = wire_kind::eager_inline;
-    w.inline_bytes = static_cast<std::uint32_t>(bytes);
+    w.inline_bytes = static_cast<std::uint16_t>(bytes);
     const std::size_t head = std::min(bytes, k_wire_inline);
     if (bytes != 0) {
         base::copy_small(w.u.data, buf, head);
@@ -338,7 +340,7 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
     wire &w = op.w;
     if ((w.flags & k_wire_sync) == 0 && bytes <= inline_max_) {
         w.kind = wire_kind::eager_inline;
-        w.inline_bytes = static_cast<std::uint32_t>(bytes);
+        w.inline_bytes = static_cast<std::uint16_t>(bytes);
         if (bytes != 0) {
             base::copy_small(w.u.data, buf, std::min(bytes, k_wire_inline));
         }

@@ -172,6 +172,23 @@ MPIV_API mpiv_status_t mpiv_p2p_peer_single_copy(mpiv_p2p_t *engine, uint32_t pe
 MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, int32_t size,
                                             unsigned assertions, mpiv_p2p_comm_t **comm_p);
 
+/** Create the matching state of an endpoints communicator (MPIX_Comm_create_endpoints)
+ *  with context id @p cid and @p size ranks: rank r is endpoint @p rank_ep[r] of peer
+ *  @p rank_peer[r], each peer's endpoints numbered 0, 1, ... in rank order. Each rank of
+ *  this process becomes a handle of its own, handles_p[k] for endpoint k (at most
+ *  @p capacity), used like any communicator state with that rank as self_rank: it
+ *  matches only the messages sent to its rank, in a table of its own (a wildcard receive
+ *  on one handle never takes another's message). Messages that arrived for @p cid before
+ *  are routed now. Each handle is destroyed with mpiv_p2p_comm_destroy (the shared state
+ *  goes with the last).
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG (a rank map that does not number each peer's
+ *  endpoints 0, 1, ..., no rank or more than @p capacity ranks here, cid in use; logged);
+ *  NOMEM. */
+MPIV_API mpiv_status_t mpiv_p2p_comm_create_endpoints(mpiv_p2p_t *engine, uint16_t cid,
+                                                      int32_t size, const uint32_t *rank_peer,
+                                                      const uint16_t *rank_ep, uint32_t capacity,
+                                                      mpiv_p2p_comm_t **handles_p);
+
 /** The MPIV_P2P_ASSERT_* bits @p comm has now; 0 for NULL. */
 MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm);
 

@@ -31,7 +31,8 @@ struct wire { /* endpoints/engine.hpp: the 56-byte queue message header */
     uint16_t cid;
     uint32_t from;
     int32_t source, tag;
-    uint32_t seq, inline_bytes;
+    uint32_t seq;
+    uint16_t inline_bytes, dst_ep;
     uint64_t size, where, token, spare;
 };
 

@@ -44,3 +44,9 @@ TESTS += %reldir%/test_fuzz
 %canon_reldir%_test_fuzz_SOURCES = %reldir%/test_fuzz.cc
 %canon_reldir%_test_fuzz_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_fuzz_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_endpoints
+TESTS += %reldir%/test_endpoints
+%canon_reldir%_test_endpoints_SOURCES = %reldir%/test_endpoints.cc
+%canon_reldir%_test_endpoints_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_endpoints_LDADD = $(GTEST_CORE_LIBS)

@@ -223,6 +223,31 @@ TEST_F(fuzz_test, adversarial_messages_are_reported)
     }
 }
 
+// An endpoints communicator: a message for an endpoint the victim does not have is
+// reported, not routed out of bounds.
+TEST_F(fuzz_test, message_for_an_endpoint_the_victim_lacks)
+{
+    const std::uint32_t peer[3] = {0, 0, 1};
+    const std::uint16_t index[3] = {0, 1, 0};
+    ep::comm_state *h[2] = {};
+    ASSERT_EQ(e_[0]->comm_create_endpoints(40, 3, peer, index, h, 2), status::ok);
+    ep::wire w = header(ep::wire_kind::eager_inline);
+    w.cid = 40;
+    w.source = 2;
+    w.dst_ep = 2; // the victim has endpoints 0 and 1
+    inject(w);
+    const auto f = faults();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0], 1u);
+    w.dst_ep = 1; // a real one still arrives
+    w.size = 0;
+    inject(w);
+    mpiv_p2p_status_t ps{};
+    EXPECT_EQ(e_[0]->iprobe(*h[1], 2, 5, ps), status::ok);
+    EXPECT_EQ(e_[0]->comm_destroy(h[0]), status::ok);
+    EXPECT_EQ(e_[0]->comm_destroy(h[1]), status::ok);
+}
+
 // Without a fault callback the engine logs the fault (once) and goes on.
 TEST_F(fuzz_test, without_a_callback_the_fault_is_logged)
 {
@@ -447,7 +472,7 @@ TEST_F(fuzz_test, random_messages)
             w.source = static_cast<std::int32_t>(rng() % 3);
             w.tag = static_cast<std::int32_t>(rng() % 4);
             w.size = rng() % 4 == 0 ? rng() : rng() % 600;
-            w.inline_bytes = static_cast<std::uint32_t>(rng() % 2 == 0 ? w.size : rng());
+            w.inline_bytes = static_cast<std::uint16_t>(rng() % 2 == 0 ? w.size : rng());
         }
         std::memcpy(msg.data(), &w, sizeof w);
         if (access::queue(*e_[1], 0, rng() % 2).try_push(msg.data(), std::max(len, sizeof w)) !=

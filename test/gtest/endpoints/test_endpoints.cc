@@ -1,0 +1,222 @@
+// engine: endpoints communicators (mpiv_p2p_comm_create_endpoints; fixture in
+// engine_fixture.hpp). Engine 0 owns ranks 0 and 1, engine 1 ranks 2, 3 and 4: every pair
+// exchanges every protocol's sizes (self and same-process pairs included); a handle
+// matches only its own rank's messages (wildcards and probes too) in each sender's order;
+// arrivals before the handles exist are routed; bad maps are refused; handles are
+// destroyed in any order. Both copy modes (CMA, and two copies through shared memory).
+#include "test/gtest/endpoints/engine_fixture.hpp"
+
+namespace {
+
+constexpr std::uint16_t k_ep_cid = 21;
+constexpr std::int32_t k_ranks = 5;
+const std::uint32_t k_peer[k_ranks] = {0, 0, 1, 1, 1};
+const std::uint16_t k_index[k_ranks] = {0, 1, 0, 1, 2};
+
+class endpoints_test : public engine_test,
+                       public ::testing::WithParamInterface<mpiv_p2p_single_copy_t> {
+  protected:
+    void SetUp() override
+    {
+        engine_test::SetUp();
+        single_copy_ = GetParam();
+        start();
+    }
+    void TearDown() override
+    {
+        for (auto &h : handles_) {
+            if (h != nullptr) {
+                EXPECT_EQ(eng(owner(static_cast<int>(&h - handles_))).comm_destroy(h), status::ok);
+                h = nullptr;
+            }
+        }
+        engine_test::TearDown();
+    }
+    static int owner(int rank) { return static_cast<int>(k_peer[rank]); }
+    // Create the handles on engine @p e (ranks of e in handles_[rank]).
+    void create_on(int e)
+    {
+        ep::comm_state *h[3] = {};
+        ASSERT_EQ(eng(e).comm_create_endpoints(k_ep_cid, k_ranks, k_peer, k_index, h, 3),
+                  status::ok);
+        int k = 0;
+        for (int r = 0; r < k_ranks; ++r) {
+            if (owner(r) == e) {
+                handles_[r] = h[k++];
+            }
+        }
+    }
+    void create() { create_on(0); create_on(1); }
+    void send_from(int from, int to, std::int32_t tag, const void *buf, std::size_t n, sop &s,
+                   unsigned flags = 0)
+    {
+        s.rc = eng(owner(from)).isend(*handles_[from], k_peer[to], from, to, tag, buf, n, flags,
+                                      &s.rec, s.op, s.st);
+    }
+    void recv_at(int at, std::int32_t source, std::int32_t tag, void *buf, std::size_t cap, rop &r)
+    {
+        r.rc = eng(owner(at)).irecv(*handles_[at], source, tag, buf, cap, &r.rec, r.op, r.st);
+    }
+    ep::comm_state *handles_[k_ranks] = {};
+};
+
+TEST_P(endpoints_test, every_pair_exchanges_every_protocol)
+{
+    create();
+    const std::size_t sizes[] = {0, 8, 400, 2000, k_limit + 1, 3 * ep::k_copy_piece + 5};
+    std::uint32_t seed = 1000;
+    for (int from = 0; from < k_ranks; ++from) {
+        for (int to = 0; to < k_ranks; ++to) {
+            for (const std::size_t n : sizes) {
+                for (const bool posted_first : {true, false}) {
+                    SCOPED_TRACE(::testing::Message() << from << "->" << to << " bytes " << n
+                                                      << (posted_first ? " posted" : " unexpected"));
+                    ++seed;
+                    const std::vector<unsigned char> src = patterned(n, seed);
+                    std::vector<unsigned char> dst(n + 8, k_guard);
+                    const std::int32_t tag = static_cast<std::int32_t>(seed % 50);
+                    sop s;
+                    rop r;
+                    if (posted_first) {
+                        recv_at(to, from, tag, dst.data(), n, r);
+                        ASSERT_EQ(r.rc, status::inprogress);
+                    }
+                    send_from(from, to, tag, src.data(), n, s);
+                    if (!posted_first) {
+                        ASSERT_TRUE(until([&] {
+                            mpiv_p2p_status_t ps{};
+                            return eng(owner(to)).iprobe(*handles_[to], from, tag, ps) == status::ok;
+                        }));
+                        recv_at(to, from, tag, dst.data(), n, r);
+                    }
+                    const mpiv_p2p_status_t rs = finish(r);
+                    EXPECT_EQ(rs.source, from);
+                    EXPECT_EQ(rs.tag, tag);
+                    EXPECT_EQ(rs.bytes, n);
+                    EXPECT_EQ(rs.error, MPIV_OK);
+                    EXPECT_TRUE(intact(dst.data(), n, seed)) << "content";
+                    EXPECT_TRUE(guard_intact(dst, n));
+                    EXPECT_EQ(finish(s).error, MPIV_OK);
+                }
+            }
+        }
+    }
+}
+
+// Two messages with the same tag to ranks 0 and 1 (one process): each handle's wildcard
+// receive and probes see only its own; many senders' messages to one rank keep each
+// sender's order.
+TEST_P(endpoints_test, a_handle_matches_only_its_own_rank_in_sender_order)
+{
+    create();
+    const int a = 7, b = 8;
+    sop s1, s2;
+    send_from(3, 0, 5, &a, sizeof a, s1);
+    send_from(3, 1, 5, &b, sizeof b, s2);
+    ASSERT_TRUE(until([&] {
+        mpiv_p2p_status_t ps{};
+        return eng(0).iprobe(*handles_[1], k_any, k_any, ps) == status::ok &&
+               eng(0).iprobe(*handles_[0], k_any, k_any, ps) == status::ok;
+    }));
+    mpiv_p2p_status_t ps{};
+    ASSERT_EQ(eng(0).iprobe(*handles_[1], k_any, k_any, ps), status::ok);
+    EXPECT_EQ(ps.source, 3);
+    int got = 0;
+    rop r;
+    recv_at(1, k_any, k_any, &got, sizeof got, r);
+    EXPECT_EQ(finish(r).source, 3);
+    EXPECT_EQ(got, b) << "rank 1's message, not rank 0's";
+    EXPECT_EQ(eng(0).iprobe(*handles_[1], k_any, k_any, ps), status::not_found);
+    rop r0;
+    recv_at(0, k_any, 5, &got, sizeof got, r0);
+    EXPECT_EQ(finish(r0).source, 3);
+    EXPECT_EQ(got, a);
+
+    // Ranks 2, 3, 4 (one process) and 0 each send 50 numbered messages to rank 1.
+    constexpr int k_n = 50;
+    const int senders[] = {2, 3, 4, 0};
+    std::vector<sop> ops(4 * k_n);
+    std::vector<int> vals(4 * k_n);
+    for (int i = 0; i < k_n; ++i) {
+        for (int k = 0; k < 4; ++k) {
+            vals[k * k_n + i] = senders[k] * 1000 + i;
+            send_from(senders[k], 1, 9, &vals[k * k_n + i], sizeof(int), ops[k * k_n + i]);
+        }
+    }
+    int next[k_ranks] = {};
+    for (int i = 0; i < 4 * k_n; ++i) {
+        rop rr;
+        int v = -1;
+        recv_at(1, k_any, 9, &v, sizeof v, rr);
+        const mpiv_p2p_status_t st = finish(rr);
+        ASSERT_GE(st.source, 0);
+        ASSERT_LT(st.source, k_ranks);
+        EXPECT_EQ(v, st.source * 1000 + next[st.source]) << "sender order";
+        ++next[st.source];
+    }
+    for (auto &o : ops) {
+        EXPECT_EQ(finish(o).error, MPIV_OK);
+    }
+}
+
+// Messages for a handle sent before its process created the communicator wait and are
+// routed to it at creation (a message naming an endpoint the process does not have is a
+// fault: test_fuzz).
+TEST_P(endpoints_test, early_arrivals_are_routed_to_their_handle)
+{
+    create_on(1);
+    const int v = 42;
+    sop s;
+    send_from(2, 1, 3, &v, sizeof v, s);
+    pump_for(50);
+    create_on(0);
+    int got = 0;
+    rop r;
+    recv_at(1, 2, 3, &got, sizeof got, r);
+    EXPECT_EQ(finish(r).source, 2);
+    EXPECT_EQ(got, v);
+    mpiv_p2p_status_t ps{};
+    EXPECT_EQ(eng(0).iprobe(*handles_[0], k_any, k_any, ps), status::not_found)
+        << "nothing went to rank 0";
+}
+
+TEST_P(endpoints_test, bad_rank_maps_are_refused_and_handles_go_in_any_order)
+{
+    log_capture log;
+    ep::comm_state *h[3] = {};
+    const std::uint16_t skips[k_ranks] = {0, 2, 0, 1, 2};       // peer 0: 0, 2
+    const std::uint32_t unknown[k_ranks] = {0, 0, 1, 1, 7};     // peer 7 does not exist
+    const std::uint32_t none_here[k_ranks] = {1, 1, 1, 1, 1};   // no rank of engine 0
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, skips, h, 3), status::invalid_arg);
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, unknown, k_index, h, 3), status::invalid_arg);
+    const std::uint16_t all_one[k_ranks] = {0, 1, 2, 3, 4};
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, none_here, all_one, h, 3),
+              status::invalid_arg);
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, k_index, h, 1), status::invalid_arg)
+        << "room for 1 handle, 2 needed";
+    EXPECT_GE(log.errors().size(), 4u);
+    EXPECT_EQ(h[0], nullptr);
+    // The right map works on the same context id afterwards; handles go in any order,
+    // and a destroyed handle cannot be destroyed again.
+    create();
+    EXPECT_EQ(eng(1).comm_destroy(handles_[3]), status::ok);
+    EXPECT_EQ(eng(1).comm_destroy(handles_[3]), status::invalid_handle);
+    handles_[3] = nullptr;
+    const int v = 5;
+    sop s;
+    send_from(4, 2, 1, &v, sizeof v, s); // the others still work
+    int got = 0;
+    rop r;
+    recv_at(2, 4, 1, &got, sizeof got, r);
+    EXPECT_EQ(finish(r).source, 4);
+    EXPECT_EQ(got, v);
+}
+
+INSTANTIATE_TEST_SUITE_P(copies, endpoints_test,
+                         ::testing::Values(MPIV_P2P_SINGLE_COPY_AUTO, MPIV_P2P_SINGLE_COPY_NONE),
+                         [](const ::testing::TestParamInfo<mpiv_p2p_single_copy_t> &info) {
+                             return info.param == MPIV_P2P_SINGLE_COPY_NONE ? std::string("two_copies")
+                                                                            : std::string("cma");
+                         });
+
+} // namespace
