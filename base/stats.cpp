@@ -5,10 +5,6 @@
 
 namespace mpiv::base::stats {
 
-namespace detail {
-thread_local block *tl_block __attribute__((tls_model("initial-exec"))) = nullptr;
-} // namespace detail
-
 namespace {
 
 const info k_info[k_counters] = {

@@ -87,7 +87,10 @@ struct alignas(k_false_sharing) block {
 };
 
 namespace detail {
-extern thread_local block *tl_block __attribute__((tls_model("initial-exec")));
+// The calling thread's block. initial-exec, as in sched/worker.hpp: no __tls_get_addr call
+// on the hot path of a library Open MPI loads with dlopen; defined inline (constant
+// initialization, seen by every user: no TLS wrapper call).
+inline thread_local block *tl_block __attribute__((tls_model("initial-exec"))) = nullptr;
 block *register_thread() noexcept; // the calling thread's block, registered
 } // namespace detail
 
