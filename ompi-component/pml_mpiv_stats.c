@@ -67,6 +67,17 @@ static int read_level(const struct mca_base_pvar_t *pvar, void *value, void *obj
     return OPAL_SUCCESS;
 }
 
+/* One read-only, continuous, unbound variable pml_mpiv_<name> of class @p var_class. */
+static void register_pvar(const char *name, const char *description, int var_class,
+                          mca_base_get_value_fn_t read, uintptr_t ctx)
+{
+    (void) mca_base_component_pvar_register(
+        &mca_pml_mpiv_component.pmlm_version, name, description, OPAL_INFO_LVL_4, var_class,
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read, NULL, NULL,
+        (void *) ctx);
+}
+
 void mca_pml_mpiv_stats_register(void)
 {
     const size_t n = mpiv_stats_count();
@@ -78,37 +89,23 @@ void mca_pml_mpiv_stats_register(void)
         }
         snprintf(description, sizeof(description), "%s (%s; all threads of the process)", text,
                  unit);
-        (void) mca_base_component_pvar_register(
-            &mca_pml_mpiv_component.pmlm_version, name, description, OPAL_INFO_LVL_4,
-            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
-            MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
-            read_counter, NULL, NULL, (void *) (uintptr_t) i);
+        register_pvar(name, description, MCA_BASE_PVAR_CLASS_COUNTER, read_counter, i);
     }
-    (void) mca_base_component_pvar_register(
-        &mca_pml_mpiv_component.pmlm_version, "unexpected_now",
-        "Messages that arrived and wait for their receives now (unexpected, or held for their "
-        "sender's order)",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
-        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
-        read_level, NULL, NULL, (void *) (uintptr_t) LEVEL_HELD);
-    (void) mca_base_component_pvar_register(
-        &mca_pml_mpiv_component.pmlm_version, "unexpected_max",
-        "The most messages that waited for their receives at once (high-water mark of "
-        "unexpected_now since MPI_Init)",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_HIGHWATERMARK, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_level, NULL, NULL,
-        (void *) (uintptr_t) LEVEL_HELD_MAX);
-    (void) mca_base_component_pvar_register(
-        &mca_pml_mpiv_component.pmlm_version, "posted_now",
-        "Receives posted that wait for their message now (recv_posted - recv_posted_matched - "
-        "recv_cancelled)",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
-        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
-        read_level, NULL, NULL, (void *) (uintptr_t) LEVEL_POSTED);
+    register_pvar("unexpected_now",
+                  "Messages that arrived and wait for their receives now (unexpected, or held "
+                  "for their sender's order)",
+                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, LEVEL_HELD);
+    register_pvar("unexpected_max",
+                  "The most messages that waited for their receives at once (high-water mark "
+                  "of unexpected_now since MPI_Init)",
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK, read_level, LEVEL_HELD_MAX);
+    register_pvar("posted_now",
+                  "Receives posted that wait for their message now (recv_posted - "
+                  "recv_posted_matched - recv_cancelled)",
+                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, LEVEL_POSTED);
 }
 
-/* One line per counter that is not zero: "  name value unit", and with per_thread the
+/* One line per counter that is not zero ("NAME VALUE UNIT"), at level 2 followed by the
  * values of the exited threads and of each live thread. */
 void mca_pml_mpiv_stats_print(int level)
 {
