@@ -1,4 +1,5 @@
 mpivinclude_HEADERS += \
 	%reldir%/mpiv/mpiv.h \
 	%reldir%/mpiv/mpiv_p2p.h \
-	%reldir%/mpiv/mpiv_status.h
+	%reldir%/mpiv/mpiv_status.h \
+	%reldir%/mpiv/mpix_endpoints.h

@@ -10,6 +10,7 @@ ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
 	%reldir%/pml_mpiv.c \
 	%reldir%/pml_mpiv_peers.c \
 	%reldir%/pml_mpiv_stats.c \
+	%reldir%/pml_mpiv_endpoints.c \
 	%reldir%/pml_mpiv_request.c \
 	%reldir%/pml_mpiv_wait.c
 %canon_reldir%_mca_pml_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
@@ -17,5 +18,13 @@ ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
 	-Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
 %canon_reldir%_mca_pml_mpiv_la_LDFLAGS = -module -avoid-version -no-undefined $(OMPI_LDFLAGS)
 %canon_reldir%_mca_pml_mpiv_la_LIBADD = libmpiv.la $(OMPI_LIBS) -lopen-pal -lopen-rte
+
+# libmpiv-mpix: MPIX_Comm_create_endpoints for applications (<mpiv/mpix_endpoints.h>).
+lib_LTLIBRARIES += %reldir%/libmpiv-mpix.la
+%canon_reldir%_libmpiv_mpix_la_SOURCES = %reldir%/mpix_endpoints.c
+%canon_reldir%_libmpiv_mpix_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_libmpiv_mpix_la_CFLAGS = $(AM_CFLAGS) -std=gnu11 -Wno-unused-parameter
+%canon_reldir%_libmpiv_mpix_la_LDFLAGS = -avoid-version $(OMPI_LDFLAGS)
+%canon_reldir%_libmpiv_mpix_la_LIBADD = $(OMPI_LIBS) -lopen-pal -ldl
 endif
 noinst_HEADERS += %reldir%/pml_mpiv.h

@@ -57,6 +57,12 @@ typedef struct mca_pml_mpiv_globals {
     bool requests_built;
 } mca_pml_mpiv_globals_t;
 
+/* pml_mpiv_endpoints.c: MPIX_Comm_create_endpoints (entry for libmpiv-mpix), and the
+ * release of an endpoints handle from del_comm (false: not one). */
+int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
+                                  opal_info_t *info, ompi_communicator_t **out);
+bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm);
+
 /* pml_mpiv_stats.c: the MPI_T performance variables (registered with the parameters) and
  * the summary pml_mpiv_stats prints at finalize (level 1: totals, 2: per thread too). */
 void mca_pml_mpiv_stats_register(void);

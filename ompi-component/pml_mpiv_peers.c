@@ -220,6 +220,7 @@ int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
 
 int mca_pml_mpiv_del_comm(struct ompi_communicator_t *comm)
 {
+    (void) mca_pml_mpiv_del_endpoint(comm); /* an endpoints handle: its siblings' share */
     if (NULL != comm->c_pml_comm) {
         (void) mpiv_p2p_comm_destroy(mca_pml_mpiv.engine, (mpiv_p2p_comm_t *) comm->c_pml_comm);
         comm->c_pml_comm = NULL;

@@ -195,6 +195,14 @@ check_PROGRAMS += %reldir%/mpit
 %canon_reldir%_mpit_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_mpit_LDADD = $(OMPI_LIBS)
 
+# endpoints: MPIX_Comm_create_endpoints (links libmpiv-mpix).
+check_PROGRAMS += %reldir%/endpoints
+%canon_reldir%_endpoints_SOURCES = %reldir%/endpoints.c
+%canon_reldir%_endpoints_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_endpoints_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_endpoints_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_endpoints_LDADD = ompi-component/libmpiv-mpix.la $(OMPI_LIBS)
+
 # no_cma: runs a program with process_vm_readv denied (seccomp), for single_copy.sh.
 check_PROGRAMS += %reldir%/no_cma
 %canon_reldir%_no_cma_SOURCES = %reldir%/no_cma.c
@@ -233,6 +241,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/bsend_threads-np2.sh \
 	%reldir%/nbc_threads-np4.sh \
 	%reldir%/unexpected-np2.sh \
+	%reldir%/endpoints-np3.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \

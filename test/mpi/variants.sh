@@ -84,6 +84,14 @@ else
     status=1
 fi
 rm -f "$log"
+# MPIX_Comm_create_endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER.
+if "$here/run.sh" endpoints 3 single >"$log" 2>&1; then
+    echo "PASS endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER"
+else
+    cat "$log"
+    echo "FAIL endpoints below MPI_THREAD_MULTIPLE (rerun: run.sh endpoints 3 single)"
+    status=1
+fi
 # 100,000 messages held before their receives: one warning at verbose level 1.
 if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 1" "$here/run.sh" unexpected 2 >"$log" 2>&1 &&
     [ "$(grep -c 'messages arrived before their receives' "$log")" -eq 1 ]; then

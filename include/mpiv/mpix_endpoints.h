@@ -1,0 +1,47 @@
+/*
+ * mpix_endpoints.h: the MPI endpoints extension (MPIX_Comm_create_endpoints), for Open
+ * MPI 4.1 with the mpiv PML (`mpirun --mca pml mpiv`). Compile with mpicc and link with
+ * -lmpiv-mpix (`pkg-config --cflags --libs mpiv-mpix`; `pkg-config mpiv` gives the include
+ * path).
+ *
+ * An endpoints communicator gives each thread (or mpiv ULT) of a process a rank of its
+ * own: a process asks for my_num_ep ranks and gets that many handles, each a distinct
+ * MPI_Comm whose MPI_Comm_rank is its own rank. The handles are ordinary communicators:
+ * point-to-point with full MPI semantics, collectives (made by every rank: by several
+ * threads of one process at once), attributes, MPI_Comm_free (one call per handle, from
+ * any thread, in any order). A handle's messages are matched in a table of its own: a
+ * wildcard receive on one handle never takes a message sent to another.
+ */
+#ifndef MPIX_ENDPOINTS_H
+#define MPIX_ENDPOINTS_H
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief Create an endpoints communicator: collective over @p parent_comm (an
+ *        intra-communicator); each process asks for its own @p my_num_ep (>= 1; processes
+ *        may differ). The new communicator has the sum of the counts as its size, its
+ *        ranks ordered by parent rank, then by handle index.
+ * @param[in]  parent_comm    the parent intra-communicator
+ * @param[in]  my_num_ep      ranks (handles) this process wants, 1 .. 65535
+ * @param[in]  info           hints (none defined yet; MPI_INFO_NULL)
+ * @param[out] out_comm_hdls  my_num_ep handles; handle i has rank (this process's first
+ *                            rank) + i
+ * @return MPI_SUCCESS; otherwise through @p parent_comm's error handler, with a message:
+ *         MPI_ERR_ARG (a count below 1 on any process), MPI_ERR_COMM (an
+ *         inter-communicator parent), MPI_ERR_OTHER (MPI not initialized with
+ *         MPI_THREAD_MULTIPLE), MPI_ERR_UNSUPPORTED_OPERATION (the PML is not mpiv)
+ * @context collective; MPI_THREAD_MULTIPLE
+ */
+int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info info,
+                               MPI_Comm out_comm_hdls[]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MPIX_ENDPOINTS_H */

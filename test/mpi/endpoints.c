@@ -1,0 +1,158 @@
+/*
+ * endpoints: MPIX_Comm_create_endpoints under pml mpiv (np 3; processes ask for 1, 3 and
+ * 7 endpoints: 11 ranks).
+ *
+ * Each handle is driven by a pthread of its own, all at once:
+ *   - MPI_Comm_rank is the process's first rank plus the handle index, MPI_Comm_size 11;
+ *   - every rank sends every rank (itself and ranks of its own process included) a
+ *     message of 8 B, 2 KiB or 64 KiB whose bytes name the pair, and receives each from
+ *     its sender by rank: data and status checked;
+ *   - a ring message received with MPI_ANY_SOURCE and MPI_ANY_TAG comes from the rank
+ *     before (a handle sees only its own rank's messages);
+ *   - MPI_Barrier and MPI_Allreduce (sum of the ranks) on the handles, by every thread;
+ *   - each thread frees its handle.
+ * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
+ * (MPI_ERR_ARG), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
+ * MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
+ * (OMPI_MCA_pml, as mpirun --mca pml sets it) the call fails with
+ * MPI_ERR_UNSUPPORTED_OPERATION, and that is all this program checks.
+ */
+#include "mpi_test.h"
+
+#include <pthread.h>
+
+#include <mpiv/mpix_endpoints.h>
+
+enum { MAX_EP = 7, SIZES = 3 };
+static const int wanted[3] = {1, 3, 7};
+static const size_t sizes[SIZES] = {8, 2048, 65536};
+
+struct endpoint {
+    MPI_Comm comm;
+    int first, total, index;
+    pthread_t thread;
+};
+
+static unsigned char byte_of(int from, int to, size_t i)
+{
+    return (unsigned char) (from * 31 + to * 7 + i);
+}
+
+static void *drive(void *arg)
+{
+    struct endpoint *e = arg;
+    int rank = -1, size = -1;
+    MT_CALL(MPI_Comm_rank(e->comm, &rank));
+    MT_CALL(MPI_Comm_size(e->comm, &size));
+    MT_EXPECT_EQ("MPI_Comm_rank of a handle", e->first + e->index, rank);
+    MT_EXPECT_EQ("MPI_Comm_size of a handle", e->total, size);
+
+    const int n = size;
+    unsigned char *out = mt_malloc((size_t) n * 65536), *in = mt_malloc((size_t) n * 65536);
+    MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t) n);
+    MT_CHECK(NULL != req, "out of memory");
+    for (int to = 0; to < n; ++to) {
+        const size_t len = sizes[(rank + to) % SIZES];
+        for (size_t i = 0; i < len; ++i) {
+            out[(size_t) to * 65536 + i] = byte_of(rank, to, i);
+        }
+        MT_CALL(MPI_Isend(out + (size_t) to * 65536, (int) len, MPI_BYTE, to, 3, e->comm, &req[to]));
+    }
+    for (int from = 0; from < n; ++from) {
+        MT_CALL(MPI_Irecv(in + (size_t) from * 65536, 65536, MPI_BYTE, from, 3, e->comm,
+                          &req[n + from]));
+    }
+    MPI_Status *st = malloc(sizeof(MPI_Status) * 2 * (size_t) n);
+    MT_CHECK(NULL != st, "out of memory");
+    MT_CALL(MPI_Waitall(2 * n, req, st));
+    for (int from = 0; from < n; ++from) {
+        const size_t len = sizes[(from + rank) % SIZES];
+        int count = -1;
+        MT_CALL(MPI_Get_count(&st[n + from], MPI_BYTE, &count));
+        MT_EXPECT_EQ("status source", from, st[n + from].MPI_SOURCE);
+        MT_EXPECT_EQ("bytes received", (long) len, count);
+        for (size_t i = 0; i < len; ++i) {
+            if (in[(size_t) from * 65536 + i] != byte_of(from, rank, i)) {
+                MT_FAIL("rank %d: byte %zu from rank %d is wrong", rank, i, from);
+            }
+        }
+    }
+    /* A ring: the wildcard receive of each handle takes the message to its own rank. */
+    int token = rank, got = -1;
+    MPI_Status status;
+    MT_CALL(MPI_Isend(&token, 1, MPI_INT, (rank + 1) % n, 40 + rank, e->comm, &req[0]));
+    MT_CALL(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, e->comm, &status));
+    MT_CALL(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+    MT_EXPECT_EQ("wildcard receive: the rank before", (rank + n - 1) % n, got);
+    MT_EXPECT_EQ("wildcard receive: its source", (rank + n - 1) % n, status.MPI_SOURCE);
+    MT_EXPECT_EQ("wildcard receive: its tag", 40 + (rank + n - 1) % n, status.MPI_TAG);
+
+    MT_CALL(MPI_Barrier(e->comm));
+    long sum = 0, mine = rank;
+    MT_CALL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, e->comm));
+    MT_EXPECT_EQ("MPI_Allreduce of the ranks", (long) n * (n - 1) / 2, sum);
+    MT_CALL(MPI_Comm_free(&e->comm));
+    free(st);
+    free(req);
+    free(in);
+    free(out);
+    return NULL;
+}
+
+/* MPIX_Comm_create_endpoints on @p parent must fail with error class @p want. */
+static void expect_error(MPI_Comm parent, int my_num_ep, int want, const char *what)
+{
+    MPI_Comm handles[MAX_EP];
+    int cls = -1;
+    MT_CALL(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
+    MPI_Error_class(MPIX_Comm_create_endpoints(parent, my_num_ep, MPI_INFO_NULL, handles), &cls);
+    MT_EXPECT_EQ(what, want, cls);
+}
+
+int main(int argc, char **argv)
+{
+    struct endpoint ep[MAX_EP];
+    MPI_Comm handles[MAX_EP], parent, inter;
+    const char *pml = getenv("OMPI_MCA_pml");
+    const int single = argc > 1 && 0 == strcmp(argv[1], "single");
+    mt_init(&argc, &argv, "endpoints", single ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE);
+    MT_CHECK(3 == mt_size, "runs on 3 processes, not %d", mt_size);
+    MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &parent));
+    if (NULL == pml || 0 != strncmp(pml, "mpiv", 4)) {
+        expect_error(parent, 1, MPI_ERR_UNSUPPORTED_OPERATION, "a PML other than mpiv");
+        MT_CALL(MPI_Comm_free(&parent));
+        return mt_finish();
+    }
+    if (single) {
+        expect_error(parent, 1, MPI_ERR_OTHER, "below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER");
+        MT_CALL(MPI_Comm_free(&parent));
+        return mt_finish();
+    }
+    const int mine = wanted[mt_rank];
+    int first = 0;
+    for (int p = 0; p < mt_rank; ++p) {
+        first += wanted[p];
+    }
+    MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, MPI_INFO_NULL, handles));
+    for (int k = 0; k < mine; ++k) {
+        ep[k].comm = handles[k];
+        ep[k].first = first;
+        ep[k].total = 11;
+        ep[k].index = k;
+        MT_CHECK(0 == pthread_create(&ep[k].thread, NULL, drive, &ep[k]), "pthread_create");
+    }
+    for (int k = 0; k < mine; ++k) {
+        MT_CHECK(0 == pthread_join(ep[k].thread, NULL), "pthread_join");
+    }
+
+    /* Errors come back through the parent's error handler. */
+    expect_error(parent, 0, MPI_ERR_ARG, "my_num_ep 0: MPI_ERR_ARG");
+    MPI_Comm half;
+    MT_CALL(MPI_Comm_split(MPI_COMM_WORLD, 0 == mt_rank, mt_rank, &half));
+    MT_CALL(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 0 == mt_rank ? 1 : 0, 9, &inter));
+    expect_error(inter, 1, MPI_ERR_COMM, "an inter-communicator parent: MPI_ERR_COMM");
+    MT_CALL(MPI_Comm_free(&inter));
+    MT_CALL(MPI_Comm_free(&half));
+    MT_CALL(MPI_Comm_free(&parent));
+    return mt_finish();
+}
