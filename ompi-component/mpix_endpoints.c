@@ -2,7 +2,9 @@
  * mpix_endpoints.c: libmpiv-mpix, MPIX_Comm_create_endpoints for applications (see
  * <mpiv/mpix_endpoints.h>). An out-of-tree component cannot add to Open MPI's MPI
  * extensions, so this small library forwards to the mpiv PML's entry point when mpiv is
- * the selected PML, and fails through the parent's error handler otherwise.
+ * the selected PML, and fails through the parent's error handler otherwise. It also
+ * stands in front of Open MPI's communicator constructors (PMPI interposition: linked
+ * before libmpi) to refuse those it cannot run on an endpoints handle.
  */
 #include "ompi_config.h"
 
@@ -18,19 +20,107 @@
 #include <mpiv/mpix_endpoints.h>
 
 typedef int (*create_fn_t)(ompi_communicator_t *, int, opal_info_t *, ompi_communicator_t **);
+typedef int (*is_endpoint_fn_t)(ompi_communicator_t *);
 
-/* The component's entry point: global symbol lookup, else the loaded module by name. */
-static create_fn_t find_entry(void)
+/* An entry point of the component: global symbol lookup, else the loaded module by name. */
+static void *find_entry(const char *name)
 {
-    void *sym = dlsym(RTLD_DEFAULT, "mca_pml_mpiv_create_endpoints");
+    void *sym = dlsym(RTLD_DEFAULT, name);
     if (NULL == sym) {
         void *module = dlopen("mca_pml_mpiv.so", RTLD_NOW | RTLD_NOLOAD);
         if (NULL != module) {
-            sym = dlsym(module, "mca_pml_mpiv_create_endpoints");
+            sym = dlsym(module, name);
             dlclose(module); /* RTLD_NOLOAD took a reference */
         }
     }
-    return (create_fn_t) sym;
+    return sym;
+}
+
+/* Whether @p comm is a handle of an endpoints communicator. */
+static int is_endpoint(MPI_Comm comm)
+{
+    static is_endpoint_fn_t cached; /* found once; threads may race to store the same value */
+    /* sync: acquire; pairs with the release store below (the pointer only). */
+    is_endpoint_fn_t fn = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (NULL == fn) {
+        if (0 != strcmp(mca_pml_base_selected_component.pmlm_version.mca_component_name, "mpiv")) {
+            return 0;
+        }
+        fn = (is_endpoint_fn_t) find_entry("mca_pml_mpiv_is_endpoint");
+        /* sync: release; pairs with the acquire load above. */
+        __atomic_store_n(&cached, fn, __ATOMIC_RELEASE);
+    }
+    return NULL != fn && MPI_COMM_NULL != comm && !ompi_comm_invalid(comm) && fn(comm);
+}
+
+/* The communicator constructors on an endpoints handle. Open MPI's would run its context
+ * id agreement once per handle of a process, which never agrees (every handle takes part
+ * as a process of its own): refuse them with MPI_ERR_COMM until mpiv runs them with the
+ * endpoint ranks of a process taking part as one. Other communicators go to Open MPI. */
+#define MPIX_REFUSE(_comm, _name)                                                            \
+    do {                                                                                     \
+        if (is_endpoint(_comm)) {                                                            \
+            return OMPI_ERRHANDLER_INVOKE((_comm), MPI_ERR_COMM,                             \
+                                          _name ": not supported on an endpoints "           \
+                                                "communicator yet");                         \
+        }                                                                                    \
+    } while (0)
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_dup");
+    return PMPI_Comm_dup(comm, newcomm);
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_dup_with_info");
+    return PMPI_Comm_dup_with_info(comm, info, newcomm);
+}
+
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_idup");
+    return PMPI_Comm_idup(comm, newcomm, request);
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_split");
+    return PMPI_Comm_split(comm, color, key, newcomm);
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_split_type");
+    return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_create");
+    return PMPI_Comm_create(comm, group, newcomm);
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    MPIX_REFUSE(comm, "MPI_Comm_create_group");
+    return PMPI_Comm_create_group(comm, group, tag, newcomm);
+}
+
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *comm_cart)
+{
+    MPIX_REFUSE(comm_old, "MPI_Cart_create");
+    return PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
+}
+
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm bridge_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+    MPIX_REFUSE(local_comm, "MPI_Intercomm_create");
+    return PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag,
+                                 newintercomm);
 }
 
 int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info info,
@@ -43,7 +133,8 @@ int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info inf
         return OMPI_ERRHANDLER_INVOKE(MPI_COMM_WORLD, MPI_ERR_COMM,
                                       "MPIX_Comm_create_endpoints: invalid parent communicator");
     }
-    if (0 != strcmp(pml, "mpiv") || NULL == (create = find_entry())) {
+    if (0 != strcmp(pml, "mpiv") ||
+        NULL == (create = (create_fn_t) find_entry("mca_pml_mpiv_create_endpoints"))) {
         snprintf(message, sizeof(message),
                  "MPIX_Comm_create_endpoints: the selected PML is %s, not mpiv (run with "
                  "--mca pml mpiv)",

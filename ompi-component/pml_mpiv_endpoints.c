@@ -74,6 +74,23 @@ static ompi_group_t *endpoint_group(ompi_communicator_t *parent, const int *coun
 int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
     __attribute__((visibility("default")));
+int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm) __attribute__((visibility("default")));
+
+/* Whether @p comm is a handle of an endpoints communicator (for libmpiv-mpix). */
+int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm)
+{
+    int found = 0;
+    if (comm->c_contextid >= (1 << 16)) {
+        return 0;
+    }
+    OPAL_THREAD_LOCK(&ep_lock);
+    const mca_pml_mpiv_ep_shared_t *shared = ep_by_cid[comm->c_contextid];
+    for (int k = 0; NULL != shared && k < shared->count && !found; ++k) {
+        found = shared->handles[k] == comm;
+    }
+    OPAL_THREAD_UNLOCK(&ep_lock);
+    return found;
+}
 
 int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
@@ -87,6 +104,11 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     mca_pml_mpiv_ep_shared_t *shared = NULL;
     (void) info;
 
+    if (mca_pml_mpiv_is_endpoint(parent)) {
+        return fail(parent, MPI_ERR_COMM,
+                    "MPIX_Comm_create_endpoints: the parent is an endpoints communicator "
+                    "(not supported yet)");
+    }
     if (OMPI_COMM_IS_INTER(parent)) {
         return fail(parent, MPI_ERR_COMM,
                     "MPIX_Comm_create_endpoints: the parent is an inter-communicator");
