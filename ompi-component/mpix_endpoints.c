@@ -55,8 +55,9 @@ static int is_endpoint(MPI_Comm comm)
 
 /* The communicator constructors on an endpoints handle. Open MPI's would run its context
  * id agreement once per handle of a process, which never agrees (every handle takes part
- * as a process of its own): refuse them with MPI_ERR_COMM until mpiv runs them with the
- * endpoint ranks of a process taking part as one. Other communicators go to Open MPI. */
+ * as a process of its own): MPI_Comm_dup goes to mpiv, where the handles of a process take
+ * part as one; the others are refused with MPI_ERR_COMM until mpiv runs them too. Other
+ * communicators go to Open MPI. */
 #define MPIX_REFUSE(_comm, _name)                                                            \
     do {                                                                                     \
         if (is_endpoint(_comm)) {                                                            \
@@ -66,9 +67,16 @@ static int is_endpoint(MPI_Comm comm)
         }                                                                                    \
     } while (0)
 
+/* MPI_Comm_dup of a handle: mpiv's, the handles of a process taking part as one. */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-    MPIX_REFUSE(comm, "MPI_Comm_dup");
+    typedef int (*dup_fn_t)(ompi_communicator_t *, ompi_communicator_t **);
+    if (is_endpoint(comm)) {
+        const dup_fn_t dup = (dup_fn_t) find_entry("mca_pml_mpiv_endpoint_dup");
+        if (NULL != dup) {
+            return dup(comm, newcomm);
+        }
+    }
     return PMPI_Comm_dup(comm, newcomm);
 }
 

@@ -15,28 +15,54 @@
  *   is freed (del_comm), and released with the last handle.
  * - Collectives run over point-to-point (coll components basic, libnbc, tuned: the info key
  *   ompi_comm_coll_preference excludes sm, han and adapt, which treat ranks as processes).
+ * - MPI_Comm_dup of a handle (libmpiv-mpix sends it here): the handles of a process meet
+ *   by the number of the call on each (the n-th dup of every handle is one collective
+ *   call); the last to arrive builds the new communicator for all of them over proc_comm,
+ *   the process taking part once in the context-id agreement (Gropp and Thakur's rule
+ *   that a process's participants must not compete for ids with themselves), one
+ *   operation at a time per communicator; the others wait (a ULT yields, a pthread drives
+ *   progress) and take their handle. Attributes are copied with their callbacks.
  */
 #include "pml_mpiv.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "ompi/attribute/attribute.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/errhandler/errhandler.h"
 #include "ompi/group/group.h"
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/runtime/params.h"
 #include "opal/util/info.h"
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+
+#include <sched.h>
 
 #include <mpiv/mpiv.h>
 
 /* What the handles of one endpoints communicator of this process share. */
+/* A constructor call (MPI_Comm_dup) on the handles of one endpoints communicator: the
+ * n-th call on each handle of this process (ep_lock, but done and the results). */
+typedef struct mca_pml_mpiv_ep_op {
+    uint64_t seq;                       /* n */
+    int arrived, taken;                 /* handles that called, that took their result */
+    int done;                           /* the results are there (release/acquire) */
+    int rc;
+    const char *why;
+    ompi_communicator_t **results;      /* by endpoint index */
+    struct mca_pml_mpiv_ep_op *next;
+} mca_pml_mpiv_ep_op_t;
+
 typedef struct mca_pml_mpiv_ep_shared {
     int live;                           /* handles not freed yet (ep_lock) */
     ompi_communicator_t *proc_comm;     /* one rank per process */
     ompi_communicator_t **handles;      /* by endpoint index; NULL once freed */
     int count;
+    uint64_t *ops;                      /* constructor calls per handle (ep_lock) */
+    mca_pml_mpiv_ep_op_t *pending;      /* calls not taken by every handle yet (ep_lock) */
+    opal_mutex_t op_lock;               /* one operation at a time on proc_comm */
 } mca_pml_mpiv_ep_shared_t;
 
 static opal_mutex_t ep_lock = OPAL_MUTEX_STATIC_INIT;
@@ -75,6 +101,8 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
     __attribute__((visibility("default")));
 int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm) __attribute__((visibility("default")));
+int mca_pml_mpiv_endpoint_dup(ompi_communicator_t *comm, ompi_communicator_t **newcomm)
+    __attribute__((visibility("default")));
 
 /* Whether @p comm is a handle of an endpoints communicator (for libmpiv-mpix). */
 int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm)
@@ -92,8 +120,13 @@ int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm)
     return found;
 }
 
-int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
-                                  opal_info_t *info, ompi_communicator_t **out)
+/* Build this process's @p my_num_ep handles of a new endpoints communicator over the
+ * processes of @p parent (ordered as in it; for a dup, the old communicator's proc_comm):
+ * collective over @p parent, one call per process. With @p like (a dup), handle k takes
+ * like[k]'s error handler and attributes (copy callbacks run); else @p errh. Returns an
+ * MPI error code and sets *why_p; on error nothing is left behind. */
+static int build(ompi_communicator_t *parent, int my_num_ep, ompi_communicator_t *const *like,
+                 ompi_errhandler_t *errh, ompi_communicator_t **out, const char **why_p)
 {
     const int nprocs = ompi_comm_size(parent), me = ompi_comm_rank(parent);
     int *counts = NULL, total = 0, offset = 0, bad = 0, rc;
@@ -102,30 +135,17 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     mpiv_p2p_comm_t **engine_handles = NULL;
     ompi_communicator_t *proc_comm = MPI_COMM_NULL;
     mca_pml_mpiv_ep_shared_t *shared = NULL;
-    (void) info;
 
-    if (mca_pml_mpiv_is_endpoint(parent)) {
-        return fail(parent, MPI_ERR_COMM,
-                    "MPIX_Comm_create_endpoints: the parent is an endpoints communicator "
-                    "(not supported yet)");
-    }
-    if (OMPI_COMM_IS_INTER(parent)) {
-        return fail(parent, MPI_ERR_COMM,
-                    "MPIX_Comm_create_endpoints: the parent is an inter-communicator");
-    }
-    if (!ompi_mpi_thread_multiple) {
-        return fail(parent, MPI_ERR_OTHER,
-                    "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE (the program "
-                    "initialized MPI at a lower thread level)");
-    }
+    *why_p = "out of memory";
     /* Every process learns every count first: a bad one fails the call everywhere. */
     counts = malloc(sizeof(int) * (size_t) nprocs);
     if (NULL == counts) {
-        return fail(parent, MPI_ERR_NO_MEM, "MPIX_Comm_create_endpoints: out of memory");
+        return MPI_ERR_NO_MEM;
     }
     rc = PMPI_Allgather(&my_num_ep, 1, MPI_INT, counts, 1, MPI_INT, parent);
     if (MPI_SUCCESS != rc) {
         free(counts);
+        *why_p = "the exchange of the counts failed";
         return rc;
     }
     for (int p = 0; p < nprocs; ++p) {
@@ -138,9 +158,8 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     }
     if (bad) {
         free(counts);
-        return fail(parent, MPI_ERR_ARG,
-                    "MPIX_Comm_create_endpoints: my_num_ep must be at least 1 (and at most "
-                    "65535) on every process");
+        *why_p = "my_num_ep must be at least 1 (and at most 65535) on every process";
+        return MPI_ERR_ARG;
     }
     rank_peer = malloc(sizeof(uint32_t) * (size_t) total);
     rank_ep = malloc(sizeof(uint16_t) * (size_t) total);
@@ -148,17 +167,18 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     shared = calloc(1, sizeof(*shared));
     if (NULL != shared) {
         shared->handles = calloc((size_t) my_num_ep, sizeof(*shared->handles));
+        shared->ops = calloc((size_t) my_num_ep, sizeof(*shared->ops));
     }
     if (NULL == rank_peer || NULL == rank_ep || NULL == engine_handles || NULL == shared ||
-        NULL == shared->handles) {
+        NULL == shared->handles || NULL == shared->ops) {
         rc = MPI_ERR_NO_MEM;
         goto err_free;
     }
     for (int p = 0, r = 0; p < nprocs; ++p) {
         uint32_t peer = 0;
-        rc = mca_pml_mpiv_peer_index(parent, p, &peer);
-        if (OMPI_SUCCESS != rc) {
+        if (OMPI_SUCCESS != mca_pml_mpiv_peer_index(parent, p, &peer)) {
             rc = MPI_ERR_OTHER;
+            *why_p = "a process of the parent cannot be reached";
             goto err_free;
         }
         for (int j = 0; j < counts[p]; ++j, ++r) {
@@ -166,10 +186,12 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
             rank_ep[r] = (uint16_t) j;
         }
     }
+    *why_p = "cannot create the communicator";
     rc = PMPI_Comm_dup(parent, &proc_comm);
     if (MPI_SUCCESS != rc) {
         goto err_free;
     }
+    OBJ_CONSTRUCT(&shared->op_lock, opal_mutex_t);
     shared->proc_comm = proc_comm;
     shared->count = my_num_ep;
     for (int k = 0; k < my_num_ep; ++k) {
@@ -179,8 +201,8 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
             rc = MPI_ERR_NO_MEM;
             goto err_handles;
         }
-        rc = ompi_comm_set(&h, proc_comm, 0, NULL, 0, NULL, NULL, parent->error_handler, false,
-                           group, NULL);
+        rc = ompi_comm_set(&h, proc_comm, 0, NULL, 0, NULL, NULL,
+                           NULL != like ? like[k]->error_handler : errh, false, group, NULL);
         OBJ_RELEASE(group); /* the communicator holds it */
         if (OMPI_SUCCESS != rc) {
             rc = MPI_ERR_NO_MEM;
@@ -203,7 +225,7 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                         rank_peer, rank_ep, (uint32_t) my_num_ep, engine_handles);
     if (MPIV_OK != rc) {
         rc = mca_pml_mpiv_map_status(rc);
-        goto err_cid;
+        goto err_handles;
     }
     OPAL_THREAD_LOCK(&ep_lock);
     shared->live = my_num_ep;
@@ -217,8 +239,11 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
         if (NULL != h->super.s_info) {
             (void) opal_info_set(h->super.s_info, "ompi_comm_coll_preference", "^sm,han,adapt");
         }
-        rc = mca_coll_base_comm_select(h);
-        if (OMPI_SUCCESS != rc) {
+        if (NULL != like && NULL != like[k]->c_keyhash &&
+            OMPI_SUCCESS == ompi_attr_hash_init(&h->c_keyhash)) {
+            (void) ompi_attr_copy_all(COMM_ATTR, like[k], h, like[k]->c_keyhash, h->c_keyhash);
+        }
+        if (OMPI_SUCCESS != mca_coll_base_comm_select(h)) {
             opal_output(0, "pml mpiv: no collective component for endpoints communicator %u",
                         h->c_contextid);
         }
@@ -234,20 +259,22 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     /* Every process has its handles before any of them is used (as ompi_comm_activate). */
     return PMPI_Barrier(proc_comm);
 
-err_cid:
-    /* Open MPI's table holds the anchor under the agreed id: its release clears it. */
 err_handles:
+    /* The anchor (handle 0) holds Open MPI's table entry if an id was agreed: its release
+     * clears it; the others must leave it alone. */
     for (int k = 0; k < my_num_ep; ++k) {
         if (NULL != shared->handles[k]) {
             if (k > 0) {
-                shared->handles[k]->c_contextid = MPI_UNDEFINED; /* the anchor's to clear */
+                shared->handles[k]->c_contextid = MPI_UNDEFINED;
             }
             OBJ_RELEASE(shared->handles[k]);
         }
     }
+    OBJ_DESTRUCT(&shared->op_lock);
     (void) PMPI_Comm_free(&proc_comm);
 err_free:
     if (NULL != shared) {
+        free(shared->ops);
         free(shared->handles);
     }
     free(shared);
@@ -255,7 +282,121 @@ err_free:
     free(rank_ep);
     free(rank_peer);
     free(counts);
-    return fail(parent, rc, "MPIX_Comm_create_endpoints: cannot create the communicator");
+    return rc;
+}
+
+int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
+                                  opal_info_t *info, ompi_communicator_t **out)
+{
+    const char *why = NULL;
+    char message[192];
+    int rc;
+    (void) info;
+    if (mca_pml_mpiv_is_endpoint(parent)) {
+        return fail(parent, MPI_ERR_COMM,
+                    "MPIX_Comm_create_endpoints: the parent is an endpoints communicator "
+                    "(not supported yet)");
+    }
+    if (OMPI_COMM_IS_INTER(parent)) {
+        return fail(parent, MPI_ERR_COMM,
+                    "MPIX_Comm_create_endpoints: the parent is an inter-communicator");
+    }
+    if (!ompi_mpi_thread_multiple) {
+        return fail(parent, MPI_ERR_OTHER,
+                    "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE (the program "
+                    "initialized MPI at a lower thread level)");
+    }
+    rc = build(parent, my_num_ep, NULL, parent->error_handler, out, &why);
+    if (MPI_SUCCESS != rc) {
+        snprintf(message, sizeof(message), "MPIX_Comm_create_endpoints: %s", why);
+        return fail(parent, rc, message);
+    }
+    return MPI_SUCCESS;
+}
+
+/* Wait until @p flag is set: a ULT yields to the others of its worker, a pthread drives
+ * progress and yields its PU (a sibling that waits here may be a ULT of this worker). */
+static void wait_flag(const int *flag)
+{
+    mpiv_ult_h self;
+    const int in_ult = MPIV_OK == mpiv_self(&self);
+    /* sync: acquire; pairs with the release store in mca_pml_mpiv_endpoint_dup(). */
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+        if (in_ult) {
+            (void) mpiv_yield();
+        } else {
+            opal_progress();
+            sched_yield();
+        }
+    }
+}
+
+int mca_pml_mpiv_endpoint_dup(ompi_communicator_t *comm, ompi_communicator_t **newcomm)
+{
+    mca_pml_mpiv_ep_shared_t *shared = NULL;
+    mca_pml_mpiv_ep_op_t *op = NULL, **pp;
+    int k = 0, last = 0, rc;
+    const char *why = NULL;
+    OPAL_THREAD_LOCK(&ep_lock);
+    if (comm->c_contextid < (1 << 16)) {
+        shared = ep_by_cid[comm->c_contextid];
+    }
+    for (k = 0; NULL != shared && k < shared->count && shared->handles[k] != comm; ++k) {
+    }
+    if (NULL == shared || k == shared->count) {
+        OPAL_THREAD_UNLOCK(&ep_lock);
+        return fail(comm, MPI_ERR_COMM, "MPI_Comm_dup: not an endpoints handle");
+    }
+    /* The handles of this process meet by the number of the operation on each: the n-th
+     * constructor call on every handle is the same collective call. */
+    const uint64_t seq = shared->ops[k]++;
+    for (pp = &shared->pending; NULL != *pp && (*pp)->seq != seq; pp = &(*pp)->next) {
+    }
+    if (NULL == *pp) {
+        *pp = calloc(1, sizeof(**pp));
+        if (NULL == *pp || NULL == ((*pp)->results = calloc((size_t) shared->count,
+                                                             sizeof(*(*pp)->results)))) {
+            free(*pp);
+            *pp = NULL;
+            OPAL_THREAD_UNLOCK(&ep_lock);
+            return fail(comm, MPI_ERR_NO_MEM, "MPI_Comm_dup: out of memory");
+        }
+        (*pp)->seq = seq;
+    }
+    op = *pp;
+    last = ++op->arrived == shared->count;
+    OPAL_THREAD_UNLOCK(&ep_lock);
+    if (last) {
+        /* The last handle of this process to arrive takes part for all of them, one
+         * operation at a time on proc_comm (in the same order on every process). */
+        OPAL_THREAD_LOCK(&shared->op_lock);
+        op->rc = build(shared->proc_comm, shared->count, shared->handles, NULL, op->results,
+                       &why);
+        op->why = why;
+        OPAL_THREAD_UNLOCK(&shared->op_lock);
+        /* sync: release; pairs with the acquire load in wait_flag(): the results are set. */
+        __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
+    } else {
+        wait_flag(&op->done);
+    }
+    rc = op->rc;
+    why = op->why;
+    *newcomm = MPI_SUCCESS == rc ? op->results[k] : MPI_COMM_NULL;
+    OPAL_THREAD_LOCK(&ep_lock);
+    if (++op->taken == shared->count) {
+        for (pp = &shared->pending; *pp != op; pp = &(*pp)->next) {
+        }
+        *pp = op->next;
+        free(op->results);
+        free(op);
+    }
+    OPAL_THREAD_UNLOCK(&ep_lock);
+    if (MPI_SUCCESS != rc) {
+        char message[192];
+        snprintf(message, sizeof(message), "MPI_Comm_dup: %s", why);
+        return fail(comm, rc, message);
+    }
+    return MPI_SUCCESS;
 }
 
 bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm)
@@ -294,6 +435,8 @@ bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm)
     ep_by_cid[comm->c_contextid] = NULL;
     proc_comm = shared->proc_comm;
     OPAL_THREAD_UNLOCK(&ep_lock);
+    OBJ_DESTRUCT(&shared->op_lock);
+    free(shared->ops);
     free(shared->handles);
     free(shared);
     (void) ompi_comm_free(&proc_comm);

@@ -10,8 +10,10 @@
  *   - a ring message received with MPI_ANY_SOURCE and MPI_ANY_TAG comes from the rank
  *     before (a handle sees only its own rank's messages);
  *   - MPI_Barrier and MPI_Allreduce (sum of the ranks) on the handles, by every thread;
- *   - MPI_Comm_dup and MPI_Comm_split on a handle fail with MPI_ERR_COMM (not supported
- *     yet: Open MPI's own would never agree on a context id);
+ *   - MPI_Comm_dup of every handle at once, and of the dups: rank, size, traffic,
+ *     collectives and a copied attribute; the dups freed in any order;
+ *   - MPI_Comm_split on a handle fails with MPI_ERR_COMM (not supported yet: Open MPI's
+ *     own would never agree on a context id);
  *   - each thread frees its handle.
  * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
  * (MPI_ERR_ARG), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
@@ -34,6 +36,8 @@ struct endpoint {
     int first, total, index;
     pthread_t thread;
 };
+
+static int keyval = MPI_KEYVAL_INVALID; /* an attribute copied by MPI_Comm_dup */
 
 static unsigned char byte_of(int from, int to, size_t i)
 {
@@ -93,12 +97,34 @@ static void *drive(void *arg)
     long sum = 0, mine = rank;
     MT_CALL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, e->comm));
     MT_EXPECT_EQ("MPI_Allreduce of the ranks", (long) n * (n - 1) / 2, sum);
+    /* MPI_Comm_dup of every handle at once, twice in a row: same rank and size, its own
+     * messages, the attribute copied (its copy callback ran), freed in any order. */
+    MPI_Comm dup[2];
+    int *attr = NULL, flag = 0;
+    MT_CALL(MPI_Comm_set_attr(e->comm, keyval, &rank));
+    for (int d = 0; d < 2; ++d) {
+        int drank = -1, dsize = -1;
+        MT_CALL(MPI_Comm_dup(d == 0 ? e->comm : dup[0], &dup[d]));
+        MT_CALL(MPI_Comm_rank(dup[d], &drank));
+        MT_CALL(MPI_Comm_size(dup[d], &dsize));
+        MT_EXPECT_EQ("MPI_Comm_rank of a dup", rank, drank);
+        MT_EXPECT_EQ("MPI_Comm_size of a dup", n, dsize);
+        MT_CALL(MPI_Isend(&token, 1, MPI_INT, (rank + 1) % n, 5, dup[d], &req[0]));
+        MT_CALL(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 5, dup[d], &status));
+        MT_CALL(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+        MT_EXPECT_EQ("a dup's wildcard receive", (rank + n - 1) % n, got);
+        MT_CALL(MPI_Comm_get_attr(dup[d], keyval, &attr, &flag));
+        MT_CHECK(flag && NULL != attr && *attr == rank, "the attribute was not copied to a dup");
+        MT_CALL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, dup[d]));
+        MT_EXPECT_EQ("MPI_Allreduce on a dup", (long) n * (n - 1) / 2, sum);
+    }
+    MT_CALL(MPI_Comm_free(&dup[rank % 2]));
+    MT_CALL(MPI_Comm_free(&dup[1 - rank % 2]));
+
     /* Constructors mpiv cannot run on a handle yet fail at once (no hang). */
     MPI_Comm other = MPI_COMM_NULL;
     int cls = -1;
     MT_CALL(MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN));
-    MPI_Error_class(MPI_Comm_dup(e->comm, &other), &cls);
-    MT_EXPECT_EQ("MPI_Comm_dup on a handle: MPI_ERR_COMM", MPI_ERR_COMM, cls);
     MPI_Error_class(MPI_Comm_split(e->comm, 0, rank, &other), &cls);
     MT_EXPECT_EQ("MPI_Comm_split on a handle: MPI_ERR_COMM", MPI_ERR_COMM, cls);
     MT_CALL(MPI_Comm_free(&e->comm));
@@ -143,6 +169,7 @@ int main(int argc, char **argv)
     for (int p = 0; p < mt_rank; ++p) {
         first += wanted[p];
     }
+    MT_CALL(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL));
     MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, MPI_INFO_NULL, handles));
     for (int k = 0; k < mine; ++k) {
         ep[k].comm = handles[k];

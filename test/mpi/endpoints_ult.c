@@ -6,7 +6,8 @@
  *     by source (the half-way one is in the other process);
  *   - receives a ring message with MPI_ANY_SOURCE (a handle sees only its own messages);
  *   - joins MPI_Barrier and MPI_Allreduce (sum of the ranks) on its handle;
- *   - frees its handle.
+ *   - duplicates its handle (the 256 ULTs of a process meet) and reduces on the dup;
+ *   - frees both.
  * Under a PML other than mpiv it checks only that the call fails (see endpoints.c).
  */
 #include "mpi_test.h"
@@ -44,6 +45,12 @@ static void *body(void *arg)
     long sum = 0, mine = rank;
     MT_CALL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, comm));
     MT_EXPECT_EQ("MPI_Allreduce of the ranks", (long) n * (n - 1) / 2, sum);
+    /* MPI_Comm_dup by all 256 ULTs of each process: they meet, the last builds it. */
+    MPI_Comm dup;
+    MT_CALL(MPI_Comm_dup(comm, &dup));
+    MT_CALL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, dup));
+    MT_EXPECT_EQ("MPI_Allreduce on a dup", (long) n * (n - 1) / 2, sum);
+    MT_CALL(MPI_Comm_free(&dup));
     MT_CALL(MPI_Comm_free(&comm));
     return NULL;
 }

@@ -15,7 +15,8 @@ for config in \
     "--mca pml_mpiv_lock ticket --mca pml_mpiv_eager_limit 64 --mca pml_mpiv_queue_slots 4 --mca pml_mpiv_packet_count 8" \
     "--mca pml_mpiv_progress server --mca pml_mpiv_workers 3 --mca pml_mpiv_lock hmcs"; do
     for test in "p2p_sizes 2" "wildcards 3" "mt_stress 2" "ult 2" "ssend 2" "hol_block 3" \
-        "mt_sizes 2" "waitany_reuse 2" "bsend_threads 2" "nbc_threads 4"; do
+        "mt_sizes 2" "waitany_reuse 2" "bsend_threads 2" "nbc_threads 4" "endpoints 3" \
+        "endpoints_ult 2"; do
         set -- $test
         if MPIV_TEST_MPIRUN_ARGS="$config" "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
             echo "PASS $1 with $config"
