@@ -48,6 +48,13 @@ benchmpi_PROGRAMS += %reldir%/ult_pingpong
 %canon_reldir%_ult_pingpong_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_ult_pingpong_LDFLAGS = $(OMPI_LDFLAGS)
 %canon_reldir%_ult_pingpong_LDADD = %reldir%/libbench_mpi.la libmpiv.la $(OMPI_LIBS)
+# ep_pingpong needs MPIX_Comm_create_endpoints (libmpiv-mpix) and pml mpiv: Open MPI only.
+benchmpi_PROGRAMS += %reldir%/ep_pingpong
+%canon_reldir%_ep_pingpong_SOURCES = %reldir%/ep_pingpong.c
+%canon_reldir%_ep_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_ep_pingpong_CFLAGS = $(BENCH_MPI_CFLAGS)
+%canon_reldir%_ep_pingpong_LDFLAGS = $(OMPI_LDFLAGS)
+%canon_reldir%_ep_pingpong_LDADD = %reldir%/libbench_mpi.la ompi-component/libmpiv-mpix.la $(OMPI_LIBS)
 # overlap.c stands alone, without the common code of the other benchmarks.
 %canon_reldir%_overlap_SOURCES = %reldir%/overlap.c
 %canon_reldir%_overlap_CPPFLAGS = $(OMPI_CPPFLAGS)
