@@ -15,6 +15,7 @@
  *   - MPI_Comm_split on a handle fails with MPI_ERR_COMM (not supported yet: Open MPI's
  *     own would never agree on a context id);
  *   - each thread frees its handle.
+ * With the argument "wide": np 2, 16 endpoints (threads) per process, the same checks.
  * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
  * (MPI_ERR_ARG), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
  * MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
@@ -27,8 +28,8 @@
 
 #include <mpiv/mpix_endpoints.h>
 
-enum { MAX_EP = 7, SIZES = 3 };
-static const int wanted[3] = {1, 3, 7};
+enum { MAX_EP = 16, SIZES = 3 };
+static const int wanted[3] = {1, 3, 7}; /* np 3; with "wide", np 2 and 16 each */
 static const size_t sizes[SIZES] = {8, 2048, 65536};
 
 struct endpoint {
@@ -151,8 +152,9 @@ int main(int argc, char **argv)
     MPI_Comm handles[MAX_EP], parent, inter;
     const char *pml = getenv("OMPI_MCA_pml");
     const int single = argc > 1 && 0 == strcmp(argv[1], "single");
+    const int wide = argc > 1 && 0 == strcmp(argv[1], "wide");
     mt_init(&argc, &argv, "endpoints", single ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE);
-    MT_CHECK(3 == mt_size, "runs on 3 processes, not %d", mt_size);
+    MT_CHECK((wide ? 2 : 3) == mt_size, "runs on %d processes, not %d", wide ? 2 : 3, mt_size);
     MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &parent));
     if (NULL == pml || 0 != strncmp(pml, "mpiv", 4)) {
         expect_error(parent, 1, MPI_ERR_UNSUPPORTED_OPERATION, "a PML other than mpiv");
@@ -164,17 +166,17 @@ int main(int argc, char **argv)
         MT_CALL(MPI_Comm_free(&parent));
         return mt_finish();
     }
-    const int mine = wanted[mt_rank];
+    const int mine = wide ? 16 : wanted[mt_rank];
     int first = 0;
     for (int p = 0; p < mt_rank; ++p) {
-        first += wanted[p];
+        first += wide ? 16 : wanted[p];
     }
     MT_CALL(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL));
     MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, MPI_INFO_NULL, handles));
     for (int k = 0; k < mine; ++k) {
         ep[k].comm = handles[k];
         ep[k].first = first;
-        ep[k].total = 11;
+        ep[k].total = wide ? 32 : 11;
         ep[k].index = k;
         MT_CHECK(0 == pthread_create(&ep[k].thread, NULL, drive, &ep[k]), "pthread_create");
     }

@@ -85,6 +85,14 @@ else
     status=1
 fi
 rm -f "$log"
+# Endpoints driven by 16 pthreads per process.
+if "$here/run.sh" endpoints 2 wide >"$log" 2>&1; then
+    echo "PASS endpoints with 16 threads per process"
+else
+    cat "$log"
+    echo "FAIL endpoints with 16 threads per process (rerun: run.sh endpoints 2 wide)"
+    status=1
+fi
 # MPIX_Comm_create_endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER.
 if "$here/run.sh" endpoints 3 single >"$log" 2>&1; then
     echo "PASS endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER"
