@@ -1,15 +1,16 @@
 #!/bin/sh
 # Verify the Promela models of the lock library, of sync's owned mode, of the PML's
-# reused pthread waiter, of freeing destroyed communicators and of the copy slots of
-# two-copy rendezvous with spin (run by `make
+# reused pthread waiter, of freeing destroyed communicators, of the copy slots of
+# two-copy rendezvous and of context-id agreement for endpoints communicators with spin (run by `make
 # check` when configure found spin). For each configuration: a safety run (assertions,
 # invalid end states) and, for the locks, a liveness run (acceptance cycles of the
 # model's ltl claim). Deliberately broken variants must fail (a no_waiters() that lies;
 # an owned sync without the quiescence handshake, or whose local signals wake a foreign
 # waiter only on completion; a wait for any request that does not settle its late wakes;
 # a communicator freed without waiting for the drains; a copy slot reused before the
-# receiver cleared it, or FRAGs pushed into any queue), so each property is known to
-# have teeth.
+# receiver cleared it, or FRAGs pushed into any queue; context ids agreed without the
+# local gate, without retry, or by every endpoint separately), so each property is known
+# to have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -27,7 +28,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mpiv-model.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT INT TERM
 failures=0
 
-# run_pan MODEL "DEFINES" MODE EXPECT: MODE is safety or liveness; EXPECT is pass or fail.
+# run_pan MODEL "DEFINES" MODE EXPECT: MODE is safety, liveness, or fair (liveness under
+# weak fairness); EXPECT is pass or fail.
 run_pan() {
     model=$1 defines=$2 mode=$3 expect=$4
     label="$(basename "$model") [$defines] $mode"
@@ -41,6 +43,8 @@ run_pan() {
     fi
     if [ "$mode" = safety ]; then
         cflags="-DNOCLAIM" panflags=""
+    elif [ "$mode" = fair ]; then
+        cflags="-DNFAIR=3" panflags="-a -f"
     else
         cflags="" panflags="-a"
     fi
@@ -98,6 +102,13 @@ for defines in "" "-DSLOTS=1 -DPIECES=3" "-DSLOTS=3 -DPIECES=7"; do
 done
 run_pan "$models/copy_slots.pml" "-DNO_BUSY" safety fail
 run_pan "$models/copy_slots.pml" "-DANY_QUEUE" safety fail
+for defines in "" "-DE=3"; do
+    run_pan "$models/ep_cid.pml" "$defines" safety pass
+done
+run_pan "$models/ep_cid.pml" "" fair pass
+run_pan "$models/ep_cid.pml" "-DNO_LOCAL_LOCK" safety fail
+run_pan "$models/ep_cid.pml" "-DNO_RETRY" safety fail
+run_pan "$models/ep_cid.pml" "-DEACH_ENDPOINT" fair fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0
