@@ -16,6 +16,9 @@
  *     own would never agree on a context id);
  *   - each thread frees its handle.
  * With the argument "wide": np 2, 16 endpoints (threads) per process, the same checks.
+ * With "churn": np 2, 4 threads per process, each on its own parent (a dup of
+ * MPI_COMM_WORLD), create an endpoints communicator of 2 endpoints per process, pass a
+ * message around its 4 ranks and free it, 50 times, all threads at once.
  * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
  * (MPI_ERR_ARG), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
  * MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
@@ -146,6 +149,34 @@ static void expect_error(MPI_Comm parent, int my_num_ep, int want, const char *w
     MT_EXPECT_EQ(what, want, cls);
 }
 
+enum { CHURN_THREADS = 4, CHURN_ROUNDS = 50 };
+
+static void *churn(void *arg)
+{
+    MPI_Comm parent = *(MPI_Comm *) arg;
+    for (int round = 0; round < CHURN_ROUNDS; ++round) {
+        MPI_Comm h[2];
+        MPI_Request req[4];
+        int out[2], in[2] = {-1, -1}, rank[2];
+        MT_CALL(MPIX_Comm_create_endpoints(parent, 2, MPI_INFO_NULL, h));
+        for (int k = 0; k < 2; ++k) {
+            MT_CALL(MPI_Comm_rank(h[k], &rank[k]));
+            out[k] = 1000 * round + rank[k];
+            MT_CALL(MPI_Irecv(&in[k], 1, MPI_INT, (rank[k] + 3) % 4, round, h[k], &req[k]));
+        }
+        for (int k = 0; k < 2; ++k) {
+            MT_CALL(MPI_Isend(&out[k], 1, MPI_INT, (rank[k] + 1) % 4, round, h[k], &req[2 + k]));
+        }
+        MT_CALL(MPI_Waitall(4, req, MPI_STATUSES_IGNORE));
+        for (int k = 0; k < 2; ++k) {
+            MT_EXPECT_EQ("churn: the rank before", 1000 * round + (rank[k] + 3) % 4, in[k]);
+        }
+        MT_CALL(MPI_Comm_free(&h[round % 2]));
+        MT_CALL(MPI_Comm_free(&h[1 - round % 2]));
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct endpoint ep[MAX_EP];
@@ -153,11 +184,29 @@ int main(int argc, char **argv)
     const char *pml = getenv("OMPI_MCA_pml");
     const int single = argc > 1 && 0 == strcmp(argv[1], "single");
     const int wide = argc > 1 && 0 == strcmp(argv[1], "wide");
+    const int churning = argc > 1 && 0 == strcmp(argv[1], "churn");
     mt_init(&argc, &argv, "endpoints", single ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE);
-    MT_CHECK((wide ? 2 : 3) == mt_size, "runs on %d processes, not %d", wide ? 2 : 3, mt_size);
+    MT_CHECK((wide || churning ? 2 : 3) == mt_size, "runs on %d processes, not %d",
+             wide || churning ? 2 : 3, mt_size);
     MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &parent));
     if (NULL == pml || 0 != strncmp(pml, "mpiv", 4)) {
         expect_error(parent, 1, MPI_ERR_UNSUPPORTED_OPERATION, "a PML other than mpiv");
+        MT_CALL(MPI_Comm_free(&parent));
+        return mt_finish();
+    }
+    if (churning) {
+        MPI_Comm parents[CHURN_THREADS];
+        pthread_t threads[CHURN_THREADS];
+        for (int t = 0; t < CHURN_THREADS; ++t) {
+            MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &parents[t]));
+        }
+        for (int t = 0; t < CHURN_THREADS; ++t) {
+            MT_CHECK(0 == pthread_create(&threads[t], NULL, churn, &parents[t]), "pthread_create");
+        }
+        for (int t = 0; t < CHURN_THREADS; ++t) {
+            MT_CHECK(0 == pthread_join(threads[t], NULL), "pthread_join");
+            MT_CALL(MPI_Comm_free(&parents[t]));
+        }
         MT_CALL(MPI_Comm_free(&parent));
         return mt_finish();
     }

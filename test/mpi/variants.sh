@@ -93,6 +93,14 @@ else
     echo "FAIL endpoints with 16 threads per process (rerun: run.sh endpoints 2 wide)"
     status=1
 fi
+# Endpoints communicators created and freed by 4 threads at once on different parents.
+if "$here/run.sh" endpoints 2 churn >"$log" 2>&1; then
+    echo "PASS endpoints created and freed by 4 threads at once"
+else
+    cat "$log"
+    echo "FAIL endpoints churn (rerun: run.sh endpoints 2 churn)"
+    status=1
+fi
 # MPIX_Comm_create_endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER.
 if "$here/run.sh" endpoints 3 single >"$log" 2>&1; then
     echo "PASS endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER"
