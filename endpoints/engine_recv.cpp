@@ -517,14 +517,13 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
     case wire_kind::fin:
     case wire_kind::cts:
     case wire_kind::frag: {
+        // Control messages: a header alone, handled from a copy.
         wire w;
         std::memcpy(&w, msg, sizeof w);
-        if (kind == wire_kind::cts) {
-            handle_cts(w);
-        } else if (kind == wire_kind::frag) {
-            handle_frag(w);
-        } else {
-            handle_control(w);
+        switch (kind) {
+        case wire_kind::cts: handle_cts(w); break;
+        case wire_kind::frag: handle_frag(w); break;
+        default: handle_control(w); break;
         }
         return;
     }
