@@ -2,3 +2,6 @@
 dist_noinst_SCRIPTS += %reldir%/quickstart.sh %reldir%/ci/sanitizers.sh %reldir%/ci/aarch64.sh %reldir%/ci/run_tests.sh
 include contrib/model/local.mk
 include contrib/apsm/local.mk
+# Instruction counts of the endpoints path against MPI_COMM_WORLD (callgrind; by hand).
+dist_noinst_SCRIPTS += %reldir%/callgrind/ep_cost.sh
+EXTRA_DIST += %reldir%/callgrind/ep_cost.c

@@ -571,7 +571,6 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
 {
     // Handles of this process, in endpoint order; every peer's endpoints numbered 0, 1, ...
     // in rank order (a rank map that says otherwise is refused).
-    constexpr std::size_t k_ep_buckets = 256; // a handle's own table: one endpoint's traffic
     if (size < 1 || rank_peer == nullptr || rank_ep == nullptr || handles_p == nullptr) {
         base::log(base::log_level::error, "mpiv_p2p_comm_create_endpoints: bad arguments");
         return status::invalid_arg;
@@ -607,10 +606,12 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
             h->cid = cid;
             h->group = g.get();
             h->rank_ep = g->rank_eps.data();
-            status s = match::table::create(k_ep_buckets, h->own_table, serial_);
-            if (s == status::ok) {
-                s = make_match(*h, *h->own_table, size, 0);
-            }
+            h->queue = k % static_cast<std::uint32_t>(inbound_.size()); // as senders pick it
+            h->inbox = serial_ ? nullptr : &inbound_[h->queue];
+            match::comm_params cp;
+            cp.cid = cid;
+            cp.size = size;
+            const status s = match::private_comm::create(cp, h->priv);
             if (s != status::ok) {
                 return s;
             }
@@ -628,7 +629,11 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
                       "mpiv_p2p_comm_create_endpoints: context id %u is in use", cid);
             return status::invalid_arg;
         }
+        // Early arrivals are matched before the group is published: a handle's matching
+        // runs under its queue's consumer lock once drains can find it, and they come
+        // first in its order (no drain can add to pending_ or reach the handles meanwhile).
         early = take_pending(cid);
+        arrive_early(*g, early);
         // Release: an arrival that loads the pointer with acquire sees the built state.
         comms_[cid].store(g.get(), std::memory_order_release);
     }
@@ -636,7 +641,6 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
     for (std::size_t k = 0; k < raw->eps.size(); ++k) {
         handles_p[k] = raw->eps[k].get();
     }
-    arrive_early(*raw, early);
     reap();
     return status::ok;
 }
@@ -656,7 +660,7 @@ status engine::comm_set_assertions(comm_state &comm, unsigned assertions) noexce
     if (!match_assertions(assertions, flags)) {
         return status::invalid_arg;
     }
-    return comm.match([flags](auto &m) { return m.set_assertions(flags); });
+    return locked_match(comm, [flags](auto &m) { return m.set_assertions(flags); });
 }
 
 status engine::comm_destroy(comm_state *comm) noexcept

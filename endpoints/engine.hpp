@@ -41,7 +41,10 @@
 //   kind is an engine parameter (P-MCS-MCS, P-HMCS-MCS, ticket); an arrival becomes an
 //   inmsg (a msg_node) that is matched at once or kept unexpected. A packet is returned
 //   to its owner's region when the message is consumed. Arrivals for a context id that
-//   has no communicator yet wait in a pending list that comm_create drains.
+//   has no communicator yet wait in a pending list that comm_create drains. An endpoint
+//   of an endpoints communicator matches privately instead (match::private_comm, no lock
+//   of its own: see comm_state): its messages all come through one of its process's
+//   queues, in each sender's order, and only that queue's consumer lock guards it.
 // - Back-pressure, per destination. A send never waits for a packet: with none free
 //   (unexpected messages at receivers may hold them all until their receives are posted)
 //   an eager send goes by rendezvous instead. A send that finds the peer's queues full
@@ -95,6 +98,7 @@
 #include "endpoints/shm/segment.hpp"
 #include "endpoints/token_table.hpp"
 #include "matching/comm.hpp"
+#include "matching/private_comm.hpp"
 #include "matching/table.hpp"
 #include "pool/packet_pool.hpp"
 #include "sched/sync.hpp"
@@ -252,19 +256,25 @@ using comm_ticket = match::basic_comm<base::tlp_lock<base::ticket_lock, base::ti
 /// context id.
 ///
 /// Endpoints communicators (mpiv_p2p_comm_create_endpoints): each rank of this process is
-/// a handle, a comm_state with a matching table of its own (no other handle's traffic in
-/// it: a wildcard on one handle sees only messages to that endpoint rank) and the map
-/// rank -> endpoint index within its owner, which its sends put in the wire (dst_ep). The
-/// group, also a comm_state (no matching engine of its own), is what comms_[cid] holds:
-/// it owns the handles, indexed by endpoint index, routes each arrival to one, and goes
-/// when its last handle is destroyed.
+/// a handle, a comm_state whose matching is private (match::private_comm: no other
+/// handle's traffic in it, so a wildcard on one handle sees only messages to that endpoint
+/// rank) and the map rank -> endpoint index within its owner, which its sends put in the
+/// wire (dst_ep). Endpoint k of a process receives through one inbound queue only, number
+/// k mod (its queue count), which senders compute alike: so one sender's messages to it
+/// arrive in sending order and its matching is called only under that queue's consumer
+/// lock (drains hold it; posts, probes and cancels take it), without a lock of its own.
+/// The group, also a comm_state (no matching engine of its own), is what comms_[cid]
+/// holds: it owns the handles, indexed by endpoint index, routes each arrival to one, and
+/// goes when its last handle is destroyed.
 struct comm_state {
     std::unique_ptr<comm_mcs> mcs;
     std::unique_ptr<comm_hmcs> hmcs;
     std::unique_ptr<comm_ticket> ticket;
+    std::unique_ptr<match::private_comm> priv; // an endpoints handle
     std::uint16_t cid;
-    // Endpoints: a handle's own table, its map, its group; a group's handles and map.
-    std::unique_ptr<match::table> own_table;
+    // Endpoints: a handle's queue, its map, its group; a group's handles and map.
+    std::uint32_t queue = 0;
+    shm::mpsc_queue<> *inbox = nullptr; // that queue (null: a serial engine, no lock)
     const std::uint16_t *rank_ep = nullptr;
     comm_state *group = nullptr;
     std::vector<std::unique_ptr<comm_state>> eps;
@@ -276,6 +286,9 @@ struct comm_state {
     /// Call @p f with the matching engine, whichever lock kind it has.
     template <class F> decltype(auto) match(F &&f)
     {
+        if (priv != nullptr) {
+            return f(*priv);
+        }
         if (mcs != nullptr) {
             return f(*mcs);
         }
@@ -491,9 +504,14 @@ class engine {
     // pushed and the send may complete.
     bool stream_out(std::uint32_t peer, send_op &op, int &events) noexcept;
     void copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcept;
-    /// One drained queue message: a wire header, then @p bytes - sizeof(wire) more.
-    void handle(const unsigned char *msg, std::size_t bytes) noexcept;
-    [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m) noexcept;
+    /// One message drained from inbound queue @p queue: a wire header, then @p bytes -
+    /// sizeof(wire) more.
+    void handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue) noexcept;
+    /// Match @p m in @p comm (or, an endpoints group, in the handle it names); @p queue is
+    /// the inbound queue it came through, or k_no_queue (an early arrival, matched before
+    /// the communicator is published).
+    [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m, std::uint32_t queue) noexcept;
+    static constexpr std::uint32_t k_no_queue = ~std::uint32_t{0};
     // The arrivals that waited for a communicator (comm_create), in their order.
     void arrive_early(comm_state &comm, inmsg *first) noexcept;
     // Hand @p m's bytes to @p to and write @p st. False: the message's ACK or FIN waits

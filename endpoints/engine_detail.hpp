@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "base/backoff.hpp"
 #include "base/copy.hpp"
 #include "base/futex.hpp"
 #include "endpoints/engine.hpp"
@@ -25,6 +27,9 @@ namespace detail {
 // engine_recv.cpp. initial-exec, as in sched/worker.hpp: no __tls_get_addr call on the
 // data path of a library Open MPI loads with dlopen.
 extern thread_local int tl_draining __attribute__((tls_model("initial-exec")));
+// The inbound queue whose drain the calling thread is inside (its consumer lock is held),
+// or null; defined in engine_recv.cpp.
+extern thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec")));
 
 // ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
 // one slot through two mappings at different addresses (two engines of one process in
@@ -65,6 +70,37 @@ inline void copy_untracked(void *to, const void *from, std::size_t n)
 #endif
 }
 
+// Holds the consumer lock of an endpoints handle's inbound queue: its private matching is
+// touched only under it (drains hold it already). Waits with back-off while a drain holds
+// it (a drain is bounded: k_drain_batch messages); a ULT yields its worker meanwhile.
+// Nothing is taken in a serial engine (calls never overlap) or inside a drain of that
+// very queue (a completion that posts on a handle of the queue being drained).
+class consumer_guard {
+  public:
+    explicit consumer_guard(shm::mpsc_queue<> *q) noexcept
+        : q_(tl_drained_queue == q ? nullptr : q)
+    {
+        if (q_ == nullptr) {
+            return;
+        }
+        base::backoff wait;
+        while (!q_->try_lock_consumer()) {
+            wait.pause();
+        }
+    }
+    ~consumer_guard()
+    {
+        if (q_ != nullptr) {
+            q_->unlock_consumer();
+        }
+    }
+    consumer_guard(const consumer_guard &) = delete;
+    consumer_guard &operator=(const consumer_guard &) = delete;
+
+  private:
+    shm::mpsc_queue<> *q_;
+};
+
 // Hands bytes of a message to a receive's buffer or sink. Inline: delivering a small
 // message is mostly this call.
 [[gnu::always_inline]] inline void put(const recv_target &to, std::size_t offset,
@@ -95,6 +131,17 @@ inline void engine::ring(std::atomic<std::uint32_t> *doorbell,
         doorbell->fetch_add(1, std::memory_order_relaxed);
         base::futex_wake_shared(*doorbell, 1);
     }
+}
+
+// Call @p f with @p c's matching engine: a handle's private one under the consumer lock
+// of its queue.
+template <class F> decltype(auto) locked_match(comm_state &c, F &&f) noexcept
+{
+    if (c.priv != nullptr) {
+        detail::consumer_guard g(c.inbox);
+        return f(*c.priv);
+    }
+    return c.match(std::forward<F>(f));
 }
 
 } // namespace mpiv::ep

@@ -20,6 +20,7 @@ namespace mpiv::ep {
 
 namespace detail {
 thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
+thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) = nullptr;
 } // namespace detail
 
 namespace {
@@ -295,16 +296,20 @@ inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
     }
 }
 
-inline void engine::arrive(comm_state &group, inmsg &m) noexcept
+inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noexcept
 {
-    // An endpoints communicator: the handle of the endpoint the message is for.
+    // An endpoints communicator: the handle of the endpoint the message is for, whose
+    // private matching may only be reached through its own queue (whose consumer lock the
+    // drain holds).
     comm_state *target = &group;
     if (__builtin_expect(!group.eps.empty(), 0)) {
-        if (m.w.dst_ep >= group.eps.size()) {
-            char what[112];
+        if (m.w.dst_ep >= group.eps.size() ||
+            (queue != k_no_queue && queue != group.eps[m.w.dst_ep]->queue)) {
+            char what[128];
             std::snprintf(what, sizeof what,
-                          "a message for endpoint %u of communicator %u, which has %zu here",
-                          m.w.dst_ep, m.w.cid, group.eps.size());
+                          "a message for endpoint %u of communicator %u (which has %zu here) "
+                          "in inbound queue %u",
+                          m.w.dst_ep, m.w.cid, group.eps.size(), queue);
             fault(m.w.from, what);
             free_inmsg(&m);
             return;
@@ -384,10 +389,11 @@ void engine::count_held(std::int64_t delta) noexcept
 void engine::arrive_early(comm_state &comm, inmsg *first) noexcept
 {
     // Early arrivals are matched only now; a new arrival of the same sender may overtake
-    // them into arrive(), and the sequence numbers put it back in order.
+    // them into arrive(), and the sequence numbers put it back in order (an endpoints
+    // group's are matched before it is published: see comm_create_endpoints()).
     while (first != nullptr) {
         inmsg *next = first->next_pending;
-        arrive(comm, *first);
+        arrive(comm, *first, k_no_queue);
         first = next;
     }
 }
@@ -508,7 +514,7 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
     return true;
 }
 
-void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
+void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue) noexcept
 {
     wire_kind kind;
     std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
@@ -584,7 +590,7 @@ void engine::handle(const unsigned char *msg, std::size_t bytes) noexcept
             return;
         }
     }
-    arrive(*c, *m);
+    arrive(*c, *m, queue);
 }
 
 status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
@@ -597,7 +603,7 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.comm = &comm;
     op.user = user;
     op.to = to;
-    const status s = comm.match([&](auto &c) { return c.post(op, source, tag); });
+    const status s = locked_match(comm, [&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
         count_held(-1); // an unexpected message
         if (!deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
@@ -611,7 +617,7 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
 
 status engine::cancel(recv_op &op) noexcept
 {
-    const status s = op.comm->match([&](auto &c) { return c.cancel(op); });
+    const status s = locked_match(*op.comm, [&](auto &c) { return c.cancel(op); });
     if (s == status::ok) {
         base::stats::add(base::stats::counter::recv_cancelled);
     }
@@ -622,7 +628,7 @@ status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
                       mpiv_p2p_status_t &st) noexcept
 {
     match::envelope env;
-    const status s = comm.match([&](auto &c) { return c.probe(source, tag, env); });
+    const status s = locked_match(comm, [&](auto &c) { return c.probe(source, tag, env); });
     if (s == status::ok) {
         st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
     }
@@ -633,7 +639,7 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
                        mpiv_p2p_status_t &st) noexcept
 {
     match::msg_node *m = nullptr;
-    const status s = comm.match([&](auto &c) { return c.mprobe(source, tag, m); });
+    const status s = locked_match(comm, [&](auto &c) { return c.mprobe(source, tag, m); });
     if (s == status::ok) {
         count_held(-1); // taken out of the table: the message handle holds it now
         const match::envelope &env = m->env();
@@ -659,17 +665,21 @@ int engine::progress() noexcept
     std::size_t next = my_endpoint(); // own queue first, then the others round the ring
     for (std::size_t i = 0; i < n; ++i) {
         shm::mpsc_queue<> &q = inbound_[next];
+        const auto index = static_cast<std::uint32_t>(next);
         next = next + 1 == n ? 0 : next + 1;
         if (q.empty_hint()) {
             continue;
         }
-        const auto on_message = [this](const void *payload, std::size_t bytes) {
+        const auto on_message = [this, index](const void *payload, std::size_t bytes) {
             detail::tsan_popped();
-            handle(static_cast<const unsigned char *>(payload), bytes);
+            handle(static_cast<const unsigned char *>(payload), bytes, index);
         };
         ++detail::tl_draining;
+        const void *const outer = detail::tl_drained_queue; // (a drain inside a completion)
+        detail::tl_drained_queue = &q;
         const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
                               : q.drain(on_message, k_drain_batch);
+        detail::tl_drained_queue = outer;
         --detail::tl_draining;
         if (k > 0) {
             events += k;

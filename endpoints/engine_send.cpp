@@ -16,8 +16,13 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
-    const std::size_t ep = my_endpoint();
+    // To an endpoints handle: its one queue (dst_ep mod the peer's queue count), so one
+    // sender's messages to it arrive in order and only that queue's drains match them.
+    // Otherwise this thread's endpoint, or the next queue with room.
+    const bool to_handle = seq_comm != nullptr && seq_comm->priv != nullptr;
+    const std::size_t ep = to_handle ? w.dst_ep : my_endpoint();
     std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
+    const std::size_t tries = to_handle ? 1 : n;
     // The header, then (inline payload past k_wire_inline) the rest, in one message: the
     // queue copies it once a slot is claimed, and only then is the sequence number drawn
     // (into w, which the queue reads after finish()). A header alone goes from w itself.
@@ -48,7 +53,7 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
         }
     };
     detail::tsan_pushing();
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < tries; ++i) {
         if (p.queues[q].try_push(bytes, len, finish) == status::ok) {
             if (!numbered) {
                 w.kind = kind; // the pad was for the queue's copy only (and w is not sent)

@@ -4,4 +4,5 @@ noinst_HEADERS += \
 	%reldir%/node.hpp \
 	%reldir%/table.hpp \
 	%reldir%/comm.hpp \
-	%reldir%/comm_inl.hpp
+	%reldir%/comm_inl.hpp \
+	%reldir%/private_comm.hpp

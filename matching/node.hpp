@@ -21,6 +21,7 @@ namespace mpiv::match {
 class table;
 template <class Lock>
 class basic_comm;
+class private_comm;
 class msg_node;
 
 /// Source of a receive that matches any sender (Open MPI's MPI_ANY_SOURCE value).
@@ -75,6 +76,7 @@ class recv_node : private detail::link {
     friend class table;
     template <class Lock>
     friend class basic_comm;
+    friend class private_comm;
 
     enum class state : std::uint8_t { idle, posted, matched, cancelled };
 
@@ -104,6 +106,7 @@ class msg_node : private detail::link {
     friend class match_list;
     template <class Lock>
     friend class basic_comm;
+    friend class private_comm;
 
     envelope env_{};
     // Links in the communicator's list of unexpected messages, in matching order (only
@@ -142,6 +145,7 @@ class match_list {
   private:
     template <class Lock>
     friend class basic_comm;
+    friend class private_comm;
 
     void push(msg_node &m) noexcept
     {

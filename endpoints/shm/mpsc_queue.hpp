@@ -354,6 +354,16 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         return pop(fn, max);
     }
 
+    /// @brief Take the consumer lock without popping: for a caller whose work must not
+    /// overlap any drain of this queue (state that only this queue's drains touch).
+    /// Release it with unlock_consumer(); a drain() meanwhile returns -1.
+    /// @return true when taken; false when a drain (or another caller) holds it
+    /// @context the owning process; never blocks
+    bool try_lock_consumer() noexcept { return header_ != nullptr && try_lock(); }
+
+    /// @brief Release the lock taken by try_lock_consumer().
+    void unlock_consumer() noexcept { unlock(); }
+
     /// @brief Whether the queue looks empty: a relaxed peek at the next slot, for a poller
     /// that wants to skip drain() (and its lock) when there is nothing to do.
     /// @return true when no message was ready at the time of the check (a message published

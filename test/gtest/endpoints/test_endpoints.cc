@@ -212,6 +212,87 @@ TEST_P(endpoints_test, bad_rank_maps_are_refused_and_handles_go_in_any_order)
     EXPECT_EQ(got, v);
 }
 
+// Threads on the handles at once: one thread per rank sends k_n numbered messages to
+// every other rank (small and rendezvous sizes) and receives its 4 * k_n with wildcard
+// receives, while two more threads probe every handle (any thread may use any handle:
+// their probes take the handles' queue locks against the drains and the owners' posts).
+// Every message arrives once, intact, in its sender's order.
+TEST_P(endpoints_test, threads_on_every_handle_at_once)
+{
+    create();
+    const int k_n = 60 * static_cast<int>(mpiv::test::time_multiplier());
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    std::atomic<int> bad{0};
+    for (int me = 0; me < k_ranks; ++me) {
+        threads.emplace_back([&, me] {
+            const std::size_t big = k_limit + 100; // rendezvous
+            std::vector<std::vector<unsigned char>> out;
+            std::vector<sop> sends(static_cast<std::size_t>((k_ranks - 1) * k_n));
+            std::size_t k = 0;
+            for (int i = 0; i < k_n; ++i) {
+                for (int to = 0; to < k_ranks; ++to) {
+                    if (to == me) {
+                        continue;
+                    }
+                    const std::uint32_t seed = static_cast<std::uint32_t>(me * 100000 + i);
+                    out.push_back(patterned(i % 7 == 0 ? big : 16, seed));
+                }
+            }
+            for (int i = 0, j = 0; i < k_n; ++i) {
+                for (int to = 0; to < k_ranks; ++to) {
+                    if (to != me) {
+                        send_from(me, to, 9, out[static_cast<std::size_t>(j)].data(),
+                                  out[static_cast<std::size_t>(j)].size(), sends[k++]);
+                        ++j;
+                    }
+                }
+            }
+            int next[k_ranks] = {};
+            for (int i = 0; i < (k_ranks - 1) * k_n; ++i) {
+                std::vector<unsigned char> in(k_limit + 100);
+                rop r;
+                recv_at(me, k_any, 9, in.data(), in.size(), r);
+                const mpiv_p2p_status_t st = finish(r);
+                if (st.source < 0 || st.source >= k_ranks || st.source == me) {
+                    ++bad;
+                    return;
+                }
+                const int n = next[st.source]++;
+                const std::uint32_t seed = static_cast<std::uint32_t>(st.source * 100000 + n);
+                if (st.bytes != (n % 7 == 0 ? in.size() : 16) || !intact(in.data(), st.bytes, seed)) {
+                    ++bad; // lost, duplicated, reordered or damaged
+                }
+            }
+            for (auto &o : sends) {
+                if (finish(o).error != MPIV_OK) {
+                    ++bad;
+                }
+            }
+        });
+    }
+    for (int t = 0; t < 2; ++t) {
+        threads.emplace_back([&] {
+            // Relaxed: a flag polled until the workers are done; nothing is published by it.
+            while (!stop.load(std::memory_order_relaxed)) {
+                for (int r = 0; r < k_ranks; ++r) {
+                    mpiv_p2p_status_t ps{};
+                    (void)eng(owner(r)).iprobe(*handles_[r], k_any, 1000, ps);
+                }
+                std::this_thread::yield();
+            }
+        });
+    }
+    for (int me = 0; me < k_ranks; ++me) {
+        threads[static_cast<std::size_t>(me)].join();
+    }
+    stop.store(true, std::memory_order_relaxed);
+    for (std::size_t t = k_ranks; t < threads.size(); ++t) {
+        threads[t].join();
+    }
+    EXPECT_EQ(bad.load(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(copies, endpoints_test,
                          ::testing::Values(MPIV_P2P_SINGLE_COPY_AUTO, MPIV_P2P_SINGLE_COPY_NONE),
                          [](const ::testing::TestParamInfo<mpiv_p2p_single_copy_t> &info) {

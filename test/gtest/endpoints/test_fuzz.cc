@@ -101,15 +101,16 @@ class fuzz_test : public ::testing::Test {
         w.tag = 5;
         return w;
     }
-    // Push @p len bytes at @p msg into the victim's first queue, then let it make progress.
-    void inject(const void *msg, std::size_t len)
+    // Push @p len bytes at @p msg into the victim's inbound queue @p queue (as engine 1),
+    // then let it make progress.
+    void inject(const void *msg, std::size_t len, std::size_t queue = 0)
     {
-        ASSERT_EQ(access::queue(*e_[1], 0, 0).try_push(msg, len), status::ok);
+        ASSERT_EQ(access::queue(*e_[1], 0, queue).try_push(msg, len), status::ok);
         for (int i = 0; i < 8; ++i) {
             e_[0]->progress();
         }
     }
-    void inject(const ep::wire &w) { inject(&w, sizeof w); }
+    void inject(const ep::wire &w, std::size_t queue = 0) { inject(&w, sizeof w, queue); }
     std::vector<std::uint32_t> faults()
     {
         std::lock_guard<std::mutex> guard(g_faults.mu);
@@ -239,10 +240,36 @@ TEST_F(fuzz_test, message_for_an_endpoint_the_victim_lacks)
     const auto f = faults();
     ASSERT_EQ(f.size(), 1u);
     EXPECT_EQ(f[0], 1u);
-    w.dst_ep = 1; // a real one still arrives
+    w.dst_ep = 1; // a real one still arrives (through endpoint 1's queue)
     w.size = 0;
-    inject(w);
+    inject(w, 1);
     mpiv_p2p_status_t ps{};
+    EXPECT_EQ(e_[0]->iprobe(*h[1], 2, 5, ps), status::ok);
+    EXPECT_EQ(e_[0]->comm_destroy(h[0]), status::ok);
+    EXPECT_EQ(e_[0]->comm_destroy(h[1]), status::ok);
+}
+
+// An endpoint's messages come through its own queue only (its matching takes no lock but
+// that queue's): one in another queue is a fault, dropped, and the right queue still works.
+TEST_F(fuzz_test, message_for_an_endpoint_in_another_queue)
+{
+    const std::uint32_t peer[3] = {0, 0, 1};
+    const std::uint16_t index[3] = {0, 1, 0};
+    ep::comm_state *h[2] = {};
+    ASSERT_EQ(e_[0]->comm_create_endpoints(41, 3, peer, index, h, 2), status::ok);
+    ASSERT_EQ(h[1]->queue, 1u);
+    ep::wire w = header(ep::wire_kind::eager_inline);
+    w.cid = 41;
+    w.source = 2;
+    w.size = 0;
+    w.dst_ep = 1;
+    inject(w, 0);
+    const auto f = faults();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0], 1u);
+    mpiv_p2p_status_t ps{};
+    EXPECT_EQ(e_[0]->iprobe(*h[1], 2, 5, ps), status::not_found); // dropped
+    inject(w, 1);
     EXPECT_EQ(e_[0]->iprobe(*h[1], 2, 5, ps), status::ok);
     EXPECT_EQ(e_[0]->comm_destroy(h[0]), status::ok);
     EXPECT_EQ(e_[0]->comm_destroy(h[1]), status::ok);

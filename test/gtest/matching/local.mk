@@ -18,3 +18,9 @@ TESTS += %reldir%/test_match_model
 %canon_reldir%_test_match_model_SOURCES = %reldir%/test_match_model.cc
 %canon_reldir%_test_match_model_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_match_model_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_private_comm
+TESTS += %reldir%/test_private_comm
+%canon_reldir%_test_private_comm_SOURCES = %reldir%/test_private_comm.cc
+%canon_reldir%_test_private_comm_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_private_comm_LDADD = $(GTEST_CORE_LIBS)
