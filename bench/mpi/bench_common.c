@@ -471,14 +471,15 @@ static void *team_main(void *p)
 
 void bench_team_run(int nthreads, bench_thread_fn fn, void *arg)
 {
-    struct bench_team team = {.nthreads = nthreads};
+    pthread_barrier_t barrier;
+    struct bench_team team = {.nthreads = nthreads, .barrier = &barrier};
     if (1 == nthreads) {
         fn(&team, 0, arg);
         return;
     }
     pthread_t *ids = bench_alloc((size_t) nthreads * sizeof *ids);
     struct team_start *starts = bench_alloc((size_t) nthreads * sizeof *starts);
-    BENCH_PT(pthread_barrier_init(&team.barrier, NULL, (unsigned) nthreads));
+    BENCH_PT(pthread_barrier_init(&barrier, NULL, (unsigned) nthreads));
     for (int i = 0; i < nthreads; ++i) {
         starts[i] = (struct team_start){&team, fn, arg, i};
         BENCH_PT(pthread_create(&ids[i], NULL, team_main, &starts[i]));
@@ -486,15 +487,17 @@ void bench_team_run(int nthreads, bench_thread_fn fn, void *arg)
     for (int i = 0; i < nthreads; ++i) {
         BENCH_PT(pthread_join(ids[i], NULL));
     }
-    BENCH_PT(pthread_barrier_destroy(&team.barrier));
+    BENCH_PT(pthread_barrier_destroy(&barrier));
     free(starts);
     free(ids);
 }
 
 void bench_team_barrier(struct bench_team *team)
 {
-    if (team->nthreads > 1) {
-        int rc = pthread_barrier_wait(&team->barrier);
+    if (NULL != team->member_barrier) {
+        team->member_barrier(team);
+    } else if (team->nthreads > 1) {
+        int rc = pthread_barrier_wait(team->barrier);
         if (PTHREAD_BARRIER_SERIAL_THREAD != rc) {
             BENCH_PT(rc);
         }

@@ -116,13 +116,17 @@ double bench_hist_quantile(const struct bench_hist *h, double q);
 
 /*
  * A team of threads running the same function. With one thread the function runs on the
- * calling thread, so single-threaded programs stay legal under MPI_THREAD_SINGLE.
+ * calling thread, so single-threaded programs stay legal under MPI_THREAD_SINGLE. Teams of
+ * mpiv ULTs (bench_ult.h) give each member a team of its own with member_barrier set.
  */
 struct bench_team {
     int nthreads;
-    pthread_barrier_t barrier;
+    pthread_barrier_t *barrier;                       /* pthreads, more than one */
+    void (*member_barrier)(struct bench_team *team);  /* other kinds of team, else NULL */
 };
 typedef void (*bench_thread_fn)(struct bench_team *team, int tid, void *arg);
+/* Runs fn(team, tid, arg) for tid 0 .. nthreads-1 and returns when all have returned. */
+typedef void (*bench_team_runner)(int nthreads, bench_thread_fn fn, void *arg);
 void bench_team_run(int nthreads, bench_thread_fn fn, void *arg);
 void bench_team_barrier(struct bench_team *team);
 

@@ -12,6 +12,9 @@ struct kernel_ctx {
     int rank;
     enum bench_pp_mode mode;          /* bench_pingpong only */
     int window;                       /* bench_stream only */
+    int nthreads;
+    const struct bench_place *place;  /* NULL: pthreads on MPI_COMM_WORLD */
+    struct bench_point *pts;          /* rank 0, per size: kept here, not printed; or NULL */
     struct bench_thread_result *res;  /* per thread, rank 0 */
     struct bench_hist **hist;         /* per thread, rank 0, bench_pingpong only */
 };
@@ -19,6 +22,30 @@ struct kernel_ctx {
 static int as_count(size_t n)
 {
     return (int) n; /* bench_parse keeps every size below INT32_MAX */
+}
+
+/* Where thread tid sends and receives (see struct bench_place). */
+struct route {
+    MPI_Comm comm;
+    int peer;
+    int tag;
+};
+
+static struct route route_of(const struct kernel_ctx *c, int tid)
+{
+    if (NULL == c->place || NULL == c->place->handles) {
+        return (struct route){MPI_COMM_WORLD, 1 - c->rank, tid};
+    }
+    return (struct route){c->place->handles[tid], (1 - c->rank) * c->nthreads + tid, 0};
+}
+
+static void run_team(struct kernel_ctx *c, bench_thread_fn fn)
+{
+    if (NULL != c->place && NULL != c->place->run_team) {
+        c->place->run_team(c->nthreads, fn, c);
+    } else {
+        bench_team_run(c->nthreads, fn, c);
+    }
 }
 
 /* ------------------------------------------------------------------ ping-pong */
@@ -44,18 +71,18 @@ static void pingpong_report(const struct kernel_ctx *c, int nthreads, size_t siz
     free(all);
 }
 
-/* One round trip from rank 0: n bytes out on tag, n bytes back into rbuf. */
-static void round_trip(enum bench_pp_mode mode, char *sbuf, char *rbuf, int n, int tag,
-                       MPI_Status *st)
+/* One round trip from rank 0: n bytes out to r, n bytes back into rbuf. */
+static void round_trip(enum bench_pp_mode mode, char *sbuf, char *rbuf, int n,
+                       const struct route *r, MPI_Status *st)
 {
     if (BENCH_PP_PAIRS == mode) {
-        BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
-        BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, st));
+        BENCH_MPI(MPI_Send(sbuf, n, MPI_BYTE, r->peer, r->tag, r->comm));
+        BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, r->peer, r->tag, r->comm, st));
     } else {
         MPI_Request reqs[2];
         MPI_Status sts[2];
-        BENCH_MPI(MPI_Irecv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &reqs[0]));
-        BENCH_MPI(MPI_Isend(sbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &reqs[1]));
+        BENCH_MPI(MPI_Irecv(rbuf, n, MPI_BYTE, r->peer, r->tag, r->comm, &reqs[0]));
+        BENCH_MPI(MPI_Isend(sbuf, n, MPI_BYTE, r->peer, r->tag, r->comm, &reqs[1]));
         BENCH_MPI(MPI_Waitall(2, reqs, MPI_STATUS_IGNORE == st ? MPI_STATUSES_IGNORE : sts));
         if (MPI_STATUS_IGNORE != st) {
             *st = sts[0];
@@ -77,8 +104,10 @@ static void pingpong_initiator(struct bench_team *team, int tid, struct kernel_c
     const struct bench_opts *o = c->opts;
     char *sbuf = bench_alloc(o->max_size + 1);
     char *rbuf = bench_alloc(o->max_size);
-    struct bench_hist *hist = bench_alloc(sizeof *hist);
+    /* Latencies only for the printed report. */
+    struct bench_hist *hist = NULL == c->pts ? bench_alloc(sizeof *hist) : NULL;
     struct bench_thread_result *res = &c->res[tid];
+    const struct route r = route_of(c, tid);
     c->hist[tid] = hist;
 
     for (int k = 0; k < o->nsizes; ++k) {
@@ -90,31 +119,36 @@ static void pingpong_initiator(struct bench_team *team, int tid, struct kernel_c
 
         /* Warm-up; its first round trip carries the data check. */
         uint64_t warm_end = bench_warmup_deadline(o, bench_now_ns());
-        round_trip(c->mode, sbuf, rbuf, n, tid, &st);
+        round_trip(c->mode, sbuf, rbuf, n, &r, &st);
         BENCH_MPI(MPI_Get_count(&st, MPI_BYTE, &count));
         bench_verify(rbuf, size, count, 1, tid, c->bench, "reply");
         for (long long i = 1; i < o->warmup && bench_now_ns() < warm_end; ++i) {
-            round_trip(c->mode, sbuf, rbuf, n, tid, MPI_STATUS_IGNORE);
+            round_trip(c->mode, sbuf, rbuf, n, &r, MPI_STATUS_IGNORE);
         }
 
-        bench_hist_reset(hist);
+        if (NULL != hist) {
+            bench_hist_reset(hist);
+        }
         *res = (struct bench_thread_result){0};
         bench_team_barrier(team);
         uint64_t t = bench_now_ns();
         res->t_start_ns = t;
         do {
-            round_trip(c->mode, sbuf, rbuf, n, tid, MPI_STATUS_IGNORE);
+            round_trip(c->mode, sbuf, rbuf, n, &r, MPI_STATUS_IGNORE);
             uint64_t now = bench_now_ns();
-            bench_hist_add(hist, now - t);
+            if (NULL != hist) {
+                bench_hist_add(hist, now - t);
+            }
             t = now;
             res->ops++;
         } while (!bench_should_stop(o, res->ops, res->t_start_ns, t, &res->time_bound));
         res->t_end_ns = t;
-        BENCH_MPI(MPI_Send(sbuf, as_count(end_length(c, size)), MPI_BYTE, 1, tid,
-                           MPI_COMM_WORLD));
+        BENCH_MPI(MPI_Send(sbuf, as_count(end_length(c, size)), MPI_BYTE, r.peer, r.tag, r.comm));
 
         bench_team_barrier(team);
-        if (0 == tid) {
+        if (0 == tid && NULL != c->pts) {
+            c->pts[k] = bench_point_sum(c->res, team->nthreads);
+        } else if (0 == tid) {
             pingpong_report(c, team->nthreads, size);
         }
         bench_team_barrier(team); /* results are reused by the next size */
@@ -130,6 +164,7 @@ static void pingpong_echo(int tid, const struct kernel_ctx *c)
     const struct bench_opts *o = c->opts;
     char *sbuf = bench_alloc(o->max_size);
     char *rbuf = bench_alloc(o->max_size + 1);
+    const struct route r = route_of(c, tid);
 
     for (int k = 0; k < o->nsizes; ++k) {
         const size_t size = o->sizes[k];
@@ -137,7 +172,7 @@ static void pingpong_echo(int tid, const struct kernel_ctx *c)
         for (uint64_t i = 0;; ++i) {
             MPI_Status st;
             int count = 0;
-            BENCH_MPI(MPI_Recv(rbuf, as_count(size + 1), MPI_BYTE, 0, tid, MPI_COMM_WORLD, &st));
+            BENCH_MPI(MPI_Recv(rbuf, as_count(size + 1), MPI_BYTE, r.peer, r.tag, r.comm, &st));
             BENCH_MPI(MPI_Get_count(&st, MPI_BYTE, &count));
             if ((size_t) count == size + 1 && i > 0) {
                 break;
@@ -145,7 +180,7 @@ static void pingpong_echo(int tid, const struct kernel_ctx *c)
             if (0 == i || (size_t) count != size) {
                 bench_verify(rbuf, size, count, 0, tid, c->bench, "request");
             }
-            BENCH_MPI(MPI_Send(sbuf, as_count(size), MPI_BYTE, 0, tid, MPI_COMM_WORLD));
+            BENCH_MPI(MPI_Send(sbuf, as_count(size), MPI_BYTE, r.peer, r.tag, r.comm));
         }
     }
     free(rbuf);
@@ -209,28 +244,43 @@ static void pingpong_thread(struct bench_team *team, int tid, void *arg)
     }
 }
 
+static void pingpong_run(struct kernel_ctx *c)
+{
+    if (0 != c->rank && BENCH_PP_SERVER == c->mode) {
+        pingpong_server(c->nthreads, c);
+        return;
+    }
+    if (0 == c->rank) {
+        c->res = bench_alloc((size_t) c->nthreads * sizeof *c->res);
+        c->hist = bench_alloc((size_t) c->nthreads * sizeof *c->hist);
+    }
+    run_team(c, pingpong_thread);
+    free(c->hist);
+    free(c->res);
+}
+
 void bench_pingpong(const struct bench_opts *opts, const char *bench, const char *impl, int rank,
                     int nthreads, enum bench_pp_mode mode)
 {
-    struct kernel_ctx c = {.opts = opts, .bench = bench, .impl = impl, .rank = rank, .mode = mode};
-    if (0 != rank && BENCH_PP_SERVER == mode) {
-        pingpong_server(nthreads, &c);
-        return;
-    }
-    if (0 == rank) {
-        c.res = bench_alloc((size_t) nthreads * sizeof *c.res);
-        c.hist = bench_alloc((size_t) nthreads * sizeof *c.hist);
-    }
-    bench_team_run(nthreads, pingpong_thread, &c);
-    free(c.hist);
-    free(c.res);
+    struct kernel_ctx c = {
+        .opts = opts, .bench = bench, .impl = impl, .rank = rank, .mode = mode,
+        .nthreads = nthreads};
+    pingpong_run(&c);
+}
+
+void bench_pingpong_points(const struct bench_opts *opts, const char *bench, int rank,
+                           int nthreads, const struct bench_place *place, struct bench_point *pts)
+{
+    struct kernel_ctx c = {.opts = opts, .bench = bench, .rank = rank, .mode = BENCH_PP_PAIRS,
+                           .nthreads = nthreads, .place = place, .pts = pts};
+    pingpong_run(&c);
 }
 
 /* ------------------------------------------------------------------ windowed stream */
 
 enum { STREAM_BUFFER_BUDGET = 64 << 20 }; /* receive buffers per thread */
 
-static int stream_window(int window, size_t size)
+int bench_stream_window(int window, size_t size)
 {
     size_t fit = size ? STREAM_BUFFER_BUDGET / size : (size_t) window;
     if (fit < 1) {
@@ -239,11 +289,12 @@ static int stream_window(int window, size_t size)
     return fit < (size_t) window ? (int) fit : window;
 }
 
-static void stream_post(char *rbuf, size_t size, int w, int tid, MPI_Request *reqs)
+static void stream_post(char *rbuf, size_t size, int w, const struct route *r,
+                        MPI_Request *reqs)
 {
     for (int j = 0; j < w; ++j) {
-        BENCH_MPI(MPI_Irecv(rbuf + (size_t) j * size, as_count(size), MPI_BYTE, 1, tid,
-                            MPI_COMM_WORLD, &reqs[j]));
+        BENCH_MPI(MPI_Irecv(rbuf + (size_t) j * size, as_count(size), MPI_BYTE, r->peer, r->tag,
+                            r->comm, &reqs[j]));
     }
 }
 
@@ -252,25 +303,26 @@ static void stream_sink(struct bench_team *team, int tid, struct kernel_ctx *c)
     const struct bench_opts *o = c->opts;
     size_t bytes = 0;
     for (int k = 0; k < o->nsizes; ++k) {
-        size_t b = (size_t) stream_window(c->window, o->sizes[k]) * o->sizes[k];
+        size_t b = (size_t) bench_stream_window(c->window, o->sizes[k]) * o->sizes[k];
         bytes = b > bytes ? b : bytes;
     }
     char *rbuf = bench_alloc(bytes);
     MPI_Request *reqs = bench_alloc((size_t) c->window * sizeof *reqs);
     MPI_Status *st = bench_alloc((size_t) c->window * sizeof *st);
     struct bench_thread_result *res = &c->res[tid];
+    const struct route r = route_of(c, tid);
     const int go = 1;
     const int stop = 0;
 
     for (int k = 0; k < o->nsizes; ++k) {
         const size_t size = o->sizes[k];
-        const int w = stream_window(c->window, size);
+        const int w = bench_stream_window(c->window, size);
 
         /* Warm-up; its first window carries the data check. */
         uint64_t warm_end = bench_warmup_deadline(o, bench_now_ns());
         for (long long done = 0; done < o->warmup;) {
-            stream_post(rbuf, size, w, tid, reqs);
-            BENCH_MPI(MPI_Send(&go, 1, MPI_INT, 1, tid, MPI_COMM_WORLD));
+            stream_post(rbuf, size, w, &r, reqs);
+            BENCH_MPI(MPI_Send(&go, 1, MPI_INT, r.peer, r.tag, r.comm));
             BENCH_MPI(MPI_Waitall(w, reqs, st));
             if (0 == done) {
                 for (int j = 0; j < w; ++j) {
@@ -291,17 +343,19 @@ static void stream_sink(struct bench_team *team, int tid, struct kernel_ctx *c)
         uint64_t t = bench_now_ns();
         res->t_start_ns = t;
         do {
-            stream_post(rbuf, size, w, tid, reqs);
-            BENCH_MPI(MPI_Send(&go, 1, MPI_INT, 1, tid, MPI_COMM_WORLD));
+            stream_post(rbuf, size, w, &r, reqs);
+            BENCH_MPI(MPI_Send(&go, 1, MPI_INT, r.peer, r.tag, r.comm));
             BENCH_MPI(MPI_Waitall(w, reqs, MPI_STATUSES_IGNORE));
             res->ops += (uint64_t) w;
             t = bench_now_ns();
         } while (!bench_should_stop(o, res->ops, res->t_start_ns, t, &res->time_bound));
         res->t_end_ns = t;
-        BENCH_MPI(MPI_Send(&stop, 1, MPI_INT, 1, tid, MPI_COMM_WORLD));
+        BENCH_MPI(MPI_Send(&stop, 1, MPI_INT, r.peer, r.tag, r.comm));
 
         bench_team_barrier(team);
-        if (0 == tid) {
+        if (0 == tid && NULL != c->pts) {
+            c->pts[k] = bench_point_sum(c->res, team->nthreads);
+        } else if (0 == tid) {
             struct bench_point pt = bench_point_sum(c->res, team->nthreads);
             double rate = pt.seconds > 0.0 ? (double) pt.ops / pt.seconds : 0.0;
             char extra[32];
@@ -323,20 +377,21 @@ static void stream_source(int tid, const struct kernel_ctx *c)
     const struct bench_opts *o = c->opts;
     char *sbuf = bench_alloc(o->max_size);
     MPI_Request *reqs = bench_alloc((size_t) c->window * sizeof *reqs);
+    const struct route r = route_of(c, tid);
 
     for (int k = 0; k < o->nsizes; ++k) {
         const size_t size = o->sizes[k];
-        const int w = stream_window(c->window, size);
+        const int w = bench_stream_window(c->window, size);
         bench_fill(sbuf, size, 1, tid);
         for (;;) {
             int flag = 0;
-            BENCH_MPI(MPI_Recv(&flag, 1, MPI_INT, 0, tid, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            BENCH_MPI(MPI_Recv(&flag, 1, MPI_INT, r.peer, r.tag, r.comm, MPI_STATUS_IGNORE));
             if (!flag) {
                 break;
             }
             /* Concurrent sends may share a buffer (MPI-3); receive buffers may not. */
             for (int j = 0; j < w; ++j) {
-                BENCH_MPI(MPI_Isend(sbuf, as_count(size), MPI_BYTE, 0, tid, MPI_COMM_WORLD,
+                BENCH_MPI(MPI_Isend(sbuf, as_count(size), MPI_BYTE, r.peer, r.tag, r.comm,
                                     &reqs[j]));
             }
             BENCH_MPI(MPI_Waitall(w, reqs, MPI_STATUSES_IGNORE));
@@ -356,14 +411,27 @@ static void stream_thread(struct bench_team *team, int tid, void *arg)
     }
 }
 
+static void stream_run(struct kernel_ctx *c)
+{
+    if (0 == c->rank) {
+        c->res = bench_alloc((size_t) c->nthreads * sizeof *c->res);
+    }
+    run_team(c, stream_thread);
+    free(c->res);
+}
+
 void bench_stream(const struct bench_opts *opts, const char *bench, const char *impl, int rank,
                   int nthreads, int window)
 {
-    struct kernel_ctx c = {
-        .opts = opts, .bench = bench, .impl = impl, .rank = rank, .window = window};
-    if (0 == rank) {
-        c.res = bench_alloc((size_t) nthreads * sizeof *c.res);
-    }
-    bench_team_run(nthreads, stream_thread, &c);
-    free(c.res);
+    struct kernel_ctx c = {.opts = opts, .bench = bench, .impl = impl, .rank = rank,
+                           .window = window, .nthreads = nthreads};
+    stream_run(&c);
+}
+
+void bench_stream_points(const struct bench_opts *opts, const char *bench, int rank, int nthreads,
+                         int window, const struct bench_place *place, struct bench_point *pts)
+{
+    struct kernel_ctx c = {.opts = opts, .bench = bench, .rank = rank, .window = window,
+                           .nthreads = nthreads, .place = place, .pts = pts};
+    stream_run(&c);
 }

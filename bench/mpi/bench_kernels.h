@@ -40,5 +40,31 @@ void bench_pingpong(const struct bench_opts *opts, const char *bench, const char
  */
 void bench_stream(const struct bench_opts *opts, const char *bench, const char *impl, int rank,
                   int nthreads, int window);
+/* The window bench_stream uses for messages of `size` bytes when asked for `window`. */
+int bench_stream_window(int window, size_t size);
+
+/*
+ * Where the threads of a kernel run and which communicator they use. The kernels above run
+ * pthreads on MPI_COMM_WORLD, thread i with thread i of the other process on tag i.
+ */
+struct bench_place {
+    /*
+     * NULL: MPI_COMM_WORLD. Else an endpoints communicator with nthreads handles per
+     * process: thread i uses handles[i] and talks to endpoint i of the other process (rank
+     * nthreads * other + i) on tag 0.
+     */
+    const MPI_Comm *handles;
+    bench_team_runner run_team; /* NULL: bench_team_run (pthreads) */
+};
+
+/*
+ * bench_pingpong (BENCH_PP_PAIRS) and bench_stream on a place, printing nothing: rank 0 gets
+ * the aggregate of each size of opts in pts[0 .. opts->nsizes - 1]. bench names the program
+ * in data-check messages.
+ */
+void bench_pingpong_points(const struct bench_opts *opts, const char *bench, int rank,
+                           int nthreads, const struct bench_place *place, struct bench_point *pts);
+void bench_stream_points(const struct bench_opts *opts, const char *bench, int rank, int nthreads,
+                         int window, const struct bench_place *place, struct bench_point *pts);
 
 #endif

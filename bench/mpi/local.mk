@@ -41,20 +41,34 @@ BENCH_MPI_LDADD = %reldir%/libbench_mpi.la $(OMPI_LIBS)
 %canon_reldir%_oversub_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_oversub_LDFLAGS = $(OMPI_LDFLAGS)
 %canon_reldir%_oversub_LDADD = $(BENCH_MPI_LDADD)
-# ult_pingpong needs mpiv's ULT interface (libmpiv) and pml mpiv: Open MPI only.
+# The programs below need pml mpiv: Open MPI only. ult_pingpong uses mpiv's ULTs (libmpiv);
+# ep_pingpong and ep_msgrate use MPIX_Comm_create_endpoints (libmpiv-mpix) and ULTs.
+# libbench_mpiv holds their shared code: ULT teams (bench_ult) and the ABBA runs (bench_ep).
+noinst_LTLIBRARIES += %reldir%/libbench_mpiv.la
+%canon_reldir%_libbench_mpiv_la_SOURCES = %reldir%/bench_ult.c %reldir%/bench_ult.h \
+	%reldir%/bench_ep.c %reldir%/bench_ep.h
+%canon_reldir%_libbench_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_libbench_mpiv_la_CFLAGS = $(BENCH_MPI_CFLAGS)
 benchmpi_PROGRAMS += %reldir%/ult_pingpong
 %canon_reldir%_ult_pingpong_SOURCES = %reldir%/ult_pingpong.c
 %canon_reldir%_ult_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
 %canon_reldir%_ult_pingpong_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_ult_pingpong_LDFLAGS = $(OMPI_LDFLAGS)
-%canon_reldir%_ult_pingpong_LDADD = %reldir%/libbench_mpi.la libmpiv.la $(OMPI_LIBS)
-# ep_pingpong needs MPIX_Comm_create_endpoints (libmpiv-mpix) and pml mpiv: Open MPI only.
-benchmpi_PROGRAMS += %reldir%/ep_pingpong
+%canon_reldir%_ult_pingpong_LDADD = %reldir%/libbench_mpiv.la %reldir%/libbench_mpi.la \
+	libmpiv.la $(OMPI_LIBS)
+benchmpi_PROGRAMS += %reldir%/ep_pingpong %reldir%/ep_msgrate
+BENCH_EP_LDADD = %reldir%/libbench_mpiv.la %reldir%/libbench_mpi.la \
+	ompi-component/libmpiv-mpix.la libmpiv.la $(OMPI_LIBS)
 %canon_reldir%_ep_pingpong_SOURCES = %reldir%/ep_pingpong.c
 %canon_reldir%_ep_pingpong_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
 %canon_reldir%_ep_pingpong_CFLAGS = $(BENCH_MPI_CFLAGS)
 %canon_reldir%_ep_pingpong_LDFLAGS = $(OMPI_LDFLAGS)
-%canon_reldir%_ep_pingpong_LDADD = %reldir%/libbench_mpi.la ompi-component/libmpiv-mpix.la $(OMPI_LIBS)
+%canon_reldir%_ep_pingpong_LDADD = $(BENCH_EP_LDADD)
+%canon_reldir%_ep_msgrate_SOURCES = %reldir%/ep_msgrate.c
+%canon_reldir%_ep_msgrate_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
+%canon_reldir%_ep_msgrate_CFLAGS = $(BENCH_MPI_CFLAGS)
+%canon_reldir%_ep_msgrate_LDFLAGS = $(OMPI_LDFLAGS)
+%canon_reldir%_ep_msgrate_LDADD = $(BENCH_EP_LDADD)
 # overlap.c stands alone, without the common code of the other benchmarks.
 %canon_reldir%_overlap_SOURCES = %reldir%/overlap.c
 %canon_reldir%_overlap_CPPFLAGS = $(OMPI_CPPFLAGS)

@@ -4,15 +4,16 @@
  * tag i (blocking MPI_Send/MPI_Recv; a blocking call blocks only its ULT). T goes up to 2^20
  * per process (bench/compare --million runs 500,000).
  *
- * A data point (one T, one size): each process spawns T ULTs. On rank 0 each ULT does its
- * checked round trip and the warm-up, then waits at a start gate until all T have arrived;
- * the timed loop then runs until --iters round trips or --seconds, and the ULT sends the
- * in-band end message (one byte longer than a request). Rank 1's ULTs echo until it comes.
+ * A data point (one T, one size): each process runs a team of T ULTs (bench_ult.h). On rank 0
+ * each ULT does its checked round trip and the warm-up, then waits at the team's barrier
+ * until all T have arrived; the timed loop then runs until --iters round trips or --seconds,
+ * and the ULT sends the in-band end message (one byte longer than a request). Rank 1's ULTs
+ * echo until it comes.
  *
  * Memory stays bounded at any T: latency samples go into one log-linear histogram per mpiv
  * worker (a worker runs one ULT at a time and a ULT is not switched between reading its
  * worker and updating that worker's record), and message buffers of up to 256 bytes live on
- * the ULT's stack. Per ULT the program keeps its handle and, on rank 0, a gate sync.
+ * the ULT's stack. Per ULT the program keeps its handle and team record (bench_ult.c).
  *
  * Metrics (rank 0 prints): rate (round trips/s, all ULTs), msg_rate (messages/s, both
  * directions), lat_mean, lat_p50, lat_p99 (half a round trip, us), t_total (s, from the
@@ -20,13 +21,10 @@
  * rss_rank1 (peak resident set of each process so far, MiB, getrusage ru_maxrss). Every line
  * ends with workers= (mpiv workers of rank 0) and stack= (ULT stack bytes).
  */
-#include "bench_common.h"
-
-#include <mpiv/mpiv.h>
+#include "bench_ult.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
 
 enum { SMALL_BUF = 256 };  /* messages up to this size (+1 for the end message) use the stack */
@@ -49,25 +47,12 @@ struct point {
     size_t size;
     struct worker_rec *rec; /* per worker, rank 0 */
     unsigned nworkers;
-    mpiv_sync_h arrived;    /* rank 0: one signal per ULT at the start gate */
-    mpiv_sync_h *go;        /* rank 0: per ULT, signalled by main to open the gate */
 };
 
-static struct point pt_ctx;
-
-static void ult_check(int rc, const char *call, int ult)
-{
-    if (MPIV_OK != rc) {
-        fprintf(stderr, "ult_pingpong: %s (ULT %d): %s\n", call, ult, mpiv_status_string(rc));
-        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_MPI);
-        exit(BENCH_EXIT_MPI);
-    }
-}
-
-static struct worker_rec *my_record(const struct point *p, int ult)
+static struct worker_rec *my_record(const struct point *p)
 {
     int w = 0;
-    ult_check(mpiv_self_worker(&w), "mpiv_self_worker", ult);
+    BENCH_ULT(mpiv_self_worker(&w));
     if (w < 0 || (unsigned) w >= p->nworkers) {
         fprintf(stderr, "ult_pingpong: worker %d out of range 0..%u\n", w, p->nworkers - 1);
         MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_MPI);
@@ -75,11 +60,9 @@ static struct worker_rec *my_record(const struct point *p, int ult)
     return &p->rec[w];
 }
 
-static void *initiator(void *arg)
+static void initiator(struct bench_team *team, const struct point *p, int tag)
 {
-    const struct point *p = &pt_ctx;
     const struct bench_opts *o = p->opts;
-    const int tag = (int) (intptr_t) arg;
     const int n = (int) p->size;
     char small_s[SMALL_BUF + 1], small_r[SMALL_BUF];
     const int heap = p->size > SMALL_BUF;
@@ -100,8 +83,7 @@ static void *initiator(void *arg)
         BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     }
 
-    ult_check(mpiv_sync_signal(p->arrived), "mpiv_sync_signal", tag);
-    ult_check(mpiv_sync_wait(p->go[tag]), "mpiv_sync_wait", tag);
+    bench_team_barrier(team);
 
     uint64_t ops = 0;
     int time_bound = 0;
@@ -112,12 +94,12 @@ static void *initiator(void *arg)
         BENCH_MPI(MPI_Recv(rbuf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         uint64_t now = bench_now_ns();
         /* No MPI call between here and the update: the ULT stays on this worker. */
-        bench_hist_add(&my_record(p, tag)->hist, now - t);
+        bench_hist_add(&my_record(p)->hist, now - t);
         t = now;
         ++ops;
     } while (!bench_should_stop(o, ops, t_start, t, &time_bound));
 
-    struct worker_rec *r = my_record(p, tag);
+    struct worker_rec *r = my_record(p);
     r->ops += ops;
     r->first_start_ns = t_start < r->first_start_ns ? t_start : r->first_start_ns;
     r->last_end_ns = t > r->last_end_ns ? t : r->last_end_ns;
@@ -127,14 +109,11 @@ static void *initiator(void *arg)
         free(rbuf);
         free(sbuf);
     }
-    return NULL;
 }
 
 /* Rank 1: echo tag `tag` until the end message (size + 1 bytes) of this data point. */
-static void *echo(void *arg)
+static void echo(const struct point *p, int tag)
 {
-    const struct point *p = &pt_ctx;
-    const int tag = (int) (intptr_t) arg;
     const int n = (int) p->size;
     char small_s[SMALL_BUF], small_r[SMALL_BUF + 1];
     const int heap = p->size > SMALL_BUF;
@@ -159,7 +138,16 @@ static void *echo(void *arg)
         free(rbuf);
         free(sbuf);
     }
-    return NULL;
+}
+
+static void ult_main(struct bench_team *team, int tid, void *arg)
+{
+    const struct point *p = arg;
+    if (0 == p->rank) {
+        initiator(team, p, tid);
+    } else {
+        echo(p, tid);
+    }
 }
 
 static double peak_rss_mib(void)
@@ -174,8 +162,6 @@ static double peak_rss_mib(void)
 /* One data point; rank 0 prints its lines. */
 static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t stack)
 {
-    const int t_count = p->nults;
-    mpiv_ult_h *ults = bench_alloc((size_t) t_count * sizeof *ults);
     uint64_t t0 = bench_now_ns();
 
     if (0 == p->rank) {
@@ -186,28 +172,9 @@ static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t st
             p->rec[w].last_end_ns = 0;
             p->rec[w].time_bound = 0;
         }
-        p->go = bench_alloc((size_t) t_count * sizeof *p->go);
-        for (int i = 0; i < t_count; ++i) {
-            ult_check(mpiv_sync_create(1, &p->go[i]), "mpiv_sync_create", i);
-        }
-        ult_check(mpiv_sync_create(t_count, &p->arrived), "mpiv_sync_create", -1);
     }
-    for (int i = 0; i < t_count; ++i) {
-        ult_check(mpiv_spawn(0 == p->rank ? initiator : echo, (void *) (intptr_t) i,
-                             MPIV_WORKER_ANY, &ults[i]),
-                  "mpiv_spawn", i);
-    }
-    if (0 == p->rank) {
-        ult_check(mpiv_sync_wait(p->arrived), "mpiv_sync_wait", -1);
-        for (int i = 0; i < t_count; ++i) {
-            ult_check(mpiv_sync_signal(p->go[i]), "mpiv_sync_signal", i);
-        }
-    }
-    for (int i = 0; i < t_count; ++i) {
-        ult_check(mpiv_join(ults[i], NULL), "mpiv_join", i);
-    }
+    bench_ult_team_run(p->nults, ult_main, p);
     const double t_total = (double) (bench_now_ns() - t0) * 1e-9;
-    free(ults);
 
     double rss_mine = peak_rss_mib();
     if (0 != p->rank) {
@@ -216,11 +183,6 @@ static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t st
     }
     double rss_peer = -1.0;
     BENCH_MPI(MPI_Recv(&rss_peer, 1, MPI_DOUBLE, 1, CTL_TAG_RSS, ctl, MPI_STATUS_IGNORE));
-    for (int i = 0; i < t_count; ++i) {
-        ult_check(mpiv_sync_destroy(p->go[i]), "mpiv_sync_destroy", i);
-    }
-    ult_check(mpiv_sync_destroy(p->arrived), "mpiv_sync_destroy", -1);
-    free(p->go);
 
     struct bench_hist *all = bench_alloc(sizeof *all);
     struct bench_point bp = {0, 0.0, 0};
@@ -241,7 +203,7 @@ static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t st
     const double mean = all->count ? all->sum_ns / (double) all->count : 0.0;
     char extra[64];
     snprintf(extra, sizeof extra, "workers=%u stack=%zu", p->nworkers, stack);
-    const int nu = t_count;
+    const int nu = p->nults;
     const size_t sz = p->size;
     bench_emit("ult_pingpong", impl, nu, sz, "rate", rate, "roundtrips/s", &bp, extra);
     bench_emit("ult_pingpong", impl, nu, sz, "msg_rate", 2.0 * rate, "msgs/s", &bp, extra);
@@ -258,33 +220,19 @@ static void run_point(struct point *p, const char *impl, MPI_Comm ctl, size_t st
 
 int main(int argc, char **argv)
 {
-    const char *workers_text = "0";
-    const char *stack_text = "16k";
-    struct bench_extra_opt extra[] = {
-        {"workers", "mpiv workers per process (default 0: one per PU of the binding)",
-         &workers_text},
-        {"stack-size", "ULT stack bytes, k/M suffixes, >= 16k (default 16k)", &stack_text},
-    };
+    struct bench_ult_opts ult_opts;
+    struct bench_extra_opt extra[BENCH_ULT_NOPTS];
+    bench_ult_opts_init(&ult_opts, extra);
     struct bench_opts opts;
     bench_parse(argc, argv, "ult_pingpong",
                 "ULT ping-pong (pml mpiv): ULT i of each process pairs with ULT i of the other\n"
                 "on tag i; up to 1048576 ULTs per process. Metrics: rate (round trips/s, all\n"
                 "ULTs), msg_rate, lat_mean, lat_p50, lat_p99 (half a round trip, us), t_total\n"
                 "(s, spawn to last join), rss_rank0, rss_rank1 (peak RSS, MiB).",
-                BENCH_OPT_THREADS | BENCH_OPT_MANY_THREADS, "8", extra, 2, &opts);
-    char *end = NULL;
-    long workers = strtol(workers_text, &end, 10);
-    if ('\0' != *end || end == workers_text || workers < 0 || workers > 1024) {
-        fprintf(stderr, "ult_pingpong: --workers needs 0..1024, not '%s' (try --help)\n",
-                workers_text);
-        return BENCH_EXIT_USAGE;
-    }
+                BENCH_OPT_THREADS | BENCH_OPT_MANY_THREADS, "8", extra, BENCH_ULT_NOPTS,
+                &opts);
     size_t stack = 0;
-    if (0 != bench_parse_size(stack_text, &stack) || stack < 16 * 1024 || stack > ((size_t) 1 << 30)) {
-        fprintf(stderr, "ult_pingpong: --stack-size needs 16k..1024M, not '%s' (try --help)\n",
-                stack_text);
-        return BENCH_EXIT_USAGE;
-    }
+    const mpiv_params_t params = bench_ult_params(&ult_opts, "ult_pingpong", &stack);
 
     int rank = bench_init(&argc, &argv, MPI_THREAD_MULTIPLE, "ult_pingpong");
     const char *impl = bench_impl_label(&opts);
@@ -292,19 +240,9 @@ int main(int argc, char **argv)
     BENCH_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &ctl));
     BENCH_MPI(MPI_Comm_set_errhandler(ctl, MPI_ERRORS_RETURN));
 
-    mpiv_params_t params;
-    memset(&params, 0, sizeof params);
-    params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
-    params.stack_size = stack;
-    if (workers > 0) {
-        params.field_mask |= MPIV_PARAM_FIELD_NUM_WORKERS;
-        params.num_workers = (unsigned) workers;
-    }
-    ult_check(mpiv_init(&params), "mpiv_init", -1);
-    unsigned nworkers = 0;
-    ult_check(mpiv_num_workers(&nworkers), "mpiv_num_workers", -1);
+    const unsigned nworkers = bench_ult_start(&params);
 
-    pt_ctx = (struct point){.opts = &opts, .rank = rank, .nworkers = nworkers};
+    struct point pt_ctx = {.opts = &opts, .rank = rank, .nworkers = nworkers};
     if (0 == rank) {
         pt_ctx.rec = aligned_alloc(128, nworkers * sizeof *pt_ctx.rec);
         if (NULL == pt_ctx.rec) {
@@ -316,11 +254,11 @@ int main(int argc, char **argv)
         for (int k = 0; k < opts.nsizes; ++k) {
             pt_ctx.nults = opts.threads[i];
             pt_ctx.size = opts.sizes[k];
-            run_point(&pt_ctx, impl, ctl, (size_t) stack);
+            run_point(&pt_ctx, impl, ctl, stack);
         }
     }
     free(pt_ctx.rec);
-    ult_check(mpiv_finalize(), "mpiv_finalize", -1);
+    BENCH_ULT(mpiv_finalize());
     BENCH_MPI(MPI_Comm_free(&ctl));
     bench_opts_free(&opts);
     BENCH_MPI(MPI_Finalize());
