@@ -2,10 +2,12 @@
 # Smoke test of the driver bench/compare (make check): a tiny comparison of ob1 (and MPICH
 # when given) must write the CSV files and print the Markdown table with one row per thread
 # count, alternate the implementations (in an order that rotates), give overlap one section per variant, report a run
-# that overruns its timeout as stopped without leaving processes behind, and skip an
-# implementation that is not installed. With MPIV_BUILDDIR (the top build directory) holding
-# mca_pml_mpiv.so it also runs the mpiv rows (mpiv-inline, mpiv-server) from the build tree,
-# ult_pingpong, and the machinery of --million at a tiny size. With libmpiv-apsm built there
+# that overruns its timeout as stopped without leaving processes behind, skip an
+# implementation that is not installed, and skip the endpoints benchmarks (ep_*) on ob1.
+# With MPIV_BUILDDIR (the top build directory) holding mca_pml_mpiv.so it also runs the mpiv
+# rows (mpiv-inline, mpiv-server) from the build tree, ult_pingpong, the machinery of
+# --million at a tiny size, and the ep_* benchmarks (threads and ULTs: the legs on each
+# communicator and their ratio). With libmpiv-apsm built there
 # (contrib/apsm), the overlap run also covers the +apsm variants (library preloaded).
 #
 # usage: compare_smoke.sh COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
@@ -149,8 +151,19 @@ else
         fail "compare --impl mpiv-inline without mpiv gave no skip note"
 fi
 
-# 5. mpiv from the build tree: its rows next to ob1, ult_pingpong on mpiv only, and --million
-# (its by-implementation table) at a tiny size.
+# The endpoints benchmarks need MPIX_Comm_create_endpoints: on ob1 alone nothing runs.
+timeout -k 5 60 "$compare" --impl ob1 --bench ep_pingpong,ep_msgrate_ult --bindir "$bindir" \
+    --out "$tmp/n" >/dev/null 2>"$tmp/n.err"
+rc=$?
+[ $rc -eq 2 ] || fail "compare --impl ob1 --bench ep_* exited with $rc, expected 2"
+for b in ep_pingpong ep_msgrate_ult; do
+    note="skipped $b: it runs on pml mpiv only, which is not available"
+    grep -qF "$note (it needs MPIX_Comm_create_endpoints)" "$tmp/n.err" ||
+        fail "$b with ob1 alone gave no skip note"
+done
+
+# 5. mpiv from the build tree: its rows next to ob1, ult_pingpong on mpiv only, --million
+# (its by-implementation table) at a tiny size, and the endpoints benchmarks.
 if [ -z "$builddir" ] || [ ! -f "$builddir/ompi-component/.libs/mca_pml_mpiv.so" ]; then
     echo "note: no mca_pml_mpiv.so in MPIV_BUILDDIR, the mpiv rows are not tested"
 else
@@ -184,6 +197,29 @@ else
         grep -qE "^\| $impl \| 200( \| [0-9.]+[kMG]?){7} \|\$" "$tmp/u.md" ||
             fail "the --million table has no complete row for $impl"
     done
+
+    # Endpoints: one run per benchmark on mpiv-inline (ob1 skipped with a note), each with two
+    # legs per communicator and the ratio.
+    timeout -k 5 120 "$compare" --impl ob1,mpiv-inline \
+        --bench ep_pingpong,ep_pingpong_ult,ep_msgrate,ep_msgrate_ult --threads 2 --ults 16 \
+        --reps 1 --seconds 0.05 --builddir "$builddir" --bindir "$bindir" --out "$tmp/e" \
+        >"$tmp/e.md" 2>"$tmp/e.err"
+    rc=$?
+    [ $rc -eq 0 ] || { fail "compare --bench ep_* exited with $rc"; tail -n 20 "$tmp/e.err"; }
+    for point in ep_pingpong,2 ep_pingpong_ult,16 ep_msgrate,2 ep_msgrate_ult,16; do
+        IFS=, read -r bench n <<<"$point"
+        note="- $bench runs on pml mpiv only (it needs MPIX_Comm_create_endpoints): not on ob1"
+        grep -qxF -e "$note" "$tmp/e.md" || fail "the table does not say $bench ran on mpiv only"
+        grep -qE "^$bench,ep_over_world,,ratio,$n,8,mpiv-inline,1,[0-9.e+]+," \
+            "$tmp/e/summary.csv" || fail "summary.csv lacks the ep_over_world of $bench at $n"
+        for comm in world ep; do
+            grep -qE "^$bench,rate,comm=$comm,[^,]+,$n,8,mpiv-inline,2,[0-9.e+]+," \
+                "$tmp/e/summary.csv" || fail "summary.csv lacks the 2 $comm legs of $bench at $n"
+        done
+        grep -q "^### $bench: ep_over_world (ratio, higher is better), size 8 B\$" "$tmp/e.md" ||
+            fail "the table has no ep_over_world section for $bench"
+    done
+    grep -q ",ob1,ep_" "$tmp/e/runs.csv" && fail "an endpoints benchmark ran on ob1"
 fi
 
 if [ $failures -ne 0 ]; then
