@@ -8,7 +8,8 @@ libmpiv_core_la_SOURCES = \
 	%reldir%/status.cpp \
 	%reldir%/log.cpp \
 	%reldir%/backoff.cpp \
-	%reldir%/stats.cpp
+	%reldir%/stats.cpp \
+	%reldir%/cid.cpp
 noinst_HEADERS += \
 	%reldir%/status.hpp \
 	%reldir%/log.hpp \
@@ -16,4 +17,5 @@ noinst_HEADERS += \
 	%reldir%/copy.hpp \
 	%reldir%/backoff.hpp \
 	%reldir%/futex.hpp \
-	%reldir%/stats.hpp
+	%reldir%/stats.hpp \
+	%reldir%/cid.hpp

@@ -1,6 +1,8 @@
-// extern "C" entry points of <mpiv/mpiv.h> that belong to base/.
+// extern "C" entry points of <mpiv/mpiv.h> and <mpiv/mpiv_cid.h> that belong to base/.
 #include <mpiv/mpiv.h>
+#include <mpiv/mpiv_cid.h>
 
+#include "base/cid.hpp"
 #include "base/log.hpp"
 #include "base/stats.hpp"
 
@@ -55,4 +57,13 @@ extern "C" MPIV_API mpiv_status_t mpiv_stats_read_threads(size_t index, uint64_t
     }
     *count_p = stats::read_threads(static_cast<stats::counter>(index), values, capacity);
     return MPIV_OK;
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_cid_agree(const mpiv_cid_ops_t *ops, uint32_t *id_p)
+{
+    if (ops == nullptr || id_p == nullptr) {
+        mpiv::base::log(mpiv::base::log_level::error, "mpiv_cid_agree: NULL argument");
+        return MPIV_ERR_INVALID_ARG;
+    }
+    return static_cast<mpiv_status_t>(mpiv::base::cid_agreement::process().agree(*ops, *id_p));
 }

@@ -25,3 +25,9 @@ TESTS += %reldir%/test_stats
 %canon_reldir%_test_stats_SOURCES = %reldir%/test_stats.cc
 %canon_reldir%_test_stats_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_stats_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_cid
+TESTS += %reldir%/test_cid
+%canon_reldir%_test_cid_SOURCES = %reldir%/test_cid.cc
+%canon_reldir%_test_cid_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_cid_LDADD = $(GTEST_CORE_LIBS)

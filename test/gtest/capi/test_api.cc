@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <mpiv/mpiv.h>
+#include <mpiv/mpiv_cid.h>
 
 namespace {
 
@@ -159,6 +160,38 @@ TEST(api, status_strings)
     EXPECT_STREQ(mpiv_status_string(static_cast<mpiv_status_t>(-12345)), "unknown mpiv status code");
     EXPECT_TRUE(MPIV_STATUS_IS_RETRY(MPIV_ERR_RETRY_NOPACKET));
     EXPECT_FALSE(MPIV_STATUS_IS_RETRY(MPIV_ERR_NOMEM));
+}
+
+// mpiv_cid_agree with one participant (collectives are the identity): the lowest free id
+// in range, reserved; NULL arguments refused.
+TEST(api, cid_agree_with_one_participant)
+{
+    struct table {
+        bool used[16] = {true, true, true, false, true};
+    } t;
+    mpiv_cid_ops_t ops{};
+    ops.ctx = &t;
+    ops.first = 1;
+    ops.limit = 16;
+    ops.key = 0;
+    ops.is_free = [](void *ctx, uint32_t id) { return static_cast<table *>(ctx)->used[id] ? 0 : 1; };
+    ops.reserve = [](void *ctx, uint32_t id) {
+        auto *tb = static_cast<table *>(ctx);
+        const int took = tb->used[id] ? 0 : 1;
+        tb->used[id] = true;
+        return took;
+    };
+    ops.release = [](void *ctx, uint32_t id) { static_cast<table *>(ctx)->used[id] = false; };
+    ops.allreduce_band = [](void *, uint64_t *, size_t) { return 0; };
+    ops.allreduce_min = [](void *, int *) { return 0; };
+    uint32_t id = 0;
+    ASSERT_EQ(mpiv_cid_agree(&ops, &id), MPIV_OK);
+    EXPECT_EQ(id, 3u);
+    EXPECT_TRUE(t.used[3]);
+    ASSERT_EQ(mpiv_cid_agree(&ops, &id), MPIV_OK);
+    EXPECT_EQ(id, 5u);
+    EXPECT_EQ(mpiv_cid_agree(nullptr, &id), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_cid_agree(&ops, nullptr), MPIV_ERR_INVALID_ARG);
 }
 
 } // namespace
