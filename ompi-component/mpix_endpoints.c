@@ -1,10 +1,14 @@
 /*
  * mpix_endpoints.c: libmpiv-mpix, MPIX_Comm_create_endpoints for applications (see
  * <mpiv/mpix_endpoints.h>). An out-of-tree component cannot add to Open MPI's MPI
- * extensions, so this small library forwards to the mpiv PML's entry point when mpiv is
- * the selected PML, and fails through the parent's error handler otherwise. It also
- * stands in front of Open MPI's communicator constructors (PMPI interposition: linked
- * before libmpi) to refuse those it cannot run on an endpoints handle.
+ * extensions, so this small library forwards to the mpiv PML's entry points
+ * (pml_mpiv_mpix.h) when mpiv is the selected PML, and fails through the parent's error
+ * handler otherwise. It also stands in front of Open MPI's communicator constructors (PMPI
+ * interposition: linked before libmpi): on an endpoints handle, Open MPI's would run its
+ * context-id agreement once per handle of a process and never agree, so MPI_Comm_dup,
+ * MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type go to mpiv (the handles
+ * of a process meet and take part as one, pml_mpiv_endpoints_ops.c) and the others are
+ * refused with MPI_ERR_COMM. Other communicators go to Open MPI untouched.
  */
 #include "ompi_config.h"
 
@@ -19,8 +23,7 @@
 
 #include <mpiv/mpix_endpoints.h>
 
-typedef int (*create_fn_t)(ompi_communicator_t *, int, opal_info_t *, ompi_communicator_t **);
-typedef int (*is_endpoint_fn_t)(ompi_communicator_t *);
+#include "pml_mpiv_mpix.h"
 
 /* An entry point of the component: global symbol lookup, else the loaded module by name. */
 static void *find_entry(const char *name)
@@ -39,25 +42,38 @@ static void *find_entry(const char *name)
 /* Whether @p comm is a handle of an endpoints communicator. */
 static int is_endpoint(MPI_Comm comm)
 {
-    static is_endpoint_fn_t cached; /* found once; threads may race to store the same value */
+    static mca_pml_mpiv_is_endpoint_fn_t cached; /* found once; threads may race to store
+                                                    the same value */
     /* sync: acquire; pairs with the release store below (the pointer only). */
-    is_endpoint_fn_t fn = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    mca_pml_mpiv_is_endpoint_fn_t fn = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
     if (NULL == fn) {
         if (0 != strcmp(mca_pml_base_selected_component.pmlm_version.mca_component_name, "mpiv")) {
             return 0;
         }
-        fn = (is_endpoint_fn_t) find_entry("mca_pml_mpiv_is_endpoint");
+        fn = (mca_pml_mpiv_is_endpoint_fn_t) find_entry("mca_pml_mpiv_is_endpoint");
         /* sync: release; pairs with the acquire load above. */
         __atomic_store_n(&cached, fn, __ATOMIC_RELEASE);
     }
     return NULL != fn && MPI_COMM_NULL != comm && !ompi_comm_invalid(comm) && fn(comm);
 }
 
-/* The communicator constructors on an endpoints handle. Open MPI's would run its context
- * id agreement once per handle of a process, which never agrees (every handle takes part
- * as a process of its own): MPI_Comm_dup goes to mpiv, where the handles of a process take
- * part as one; the others are refused with MPI_ERR_COMM until mpiv runs them too. Other
- * communicators go to Open MPI. */
+/* Constructor @p call on the endpoints handle @p comm: mpiv's (a component without the
+ * entry point: refused rather than left to Open MPI's, which would never agree). */
+static int construct(MPI_Comm comm, int call, int arg, int key, MPI_Info info,
+                     MPI_Comm *newcomm, const char *name)
+{
+    const mca_pml_mpiv_endpoint_construct_fn_t fn =
+        (mca_pml_mpiv_endpoint_construct_fn_t) find_entry("mca_pml_mpiv_endpoint_construct");
+    char message[160];
+    if (NULL == fn) {
+        snprintf(message, sizeof(message),
+                 "%s: this mpiv component cannot run it on an endpoints communicator", name);
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_COMM, message);
+    }
+    return fn(comm, call, arg, key, info, newcomm);
+}
+
+/* The constructors mpiv does not run on a handle: refused with MPI_ERR_COMM. */
 #define MPIX_REFUSE(_comm, _name)                                                            \
     do {                                                                                     \
         if (is_endpoint(_comm)) {                                                            \
@@ -67,22 +83,21 @@ static int is_endpoint(MPI_Comm comm)
         }                                                                                    \
     } while (0)
 
-/* MPI_Comm_dup of a handle: mpiv's, the handles of a process taking part as one. */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-    typedef int (*dup_fn_t)(ompi_communicator_t *, ompi_communicator_t **);
     if (is_endpoint(comm)) {
-        const dup_fn_t dup = (dup_fn_t) find_entry("mca_pml_mpiv_endpoint_dup");
-        if (NULL != dup) {
-            return dup(comm, newcomm);
-        }
+        return construct(comm, MCA_PML_MPIV_EP_DUP, 0, 0, MPI_INFO_NULL, newcomm,
+                         "MPI_Comm_dup");
     }
     return PMPI_Comm_dup(comm, newcomm);
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    MPIX_REFUSE(comm, "MPI_Comm_dup_with_info");
+    if (is_endpoint(comm)) {
+        return construct(comm, MCA_PML_MPIV_EP_DUP_WITH_INFO, 0, 0, info, newcomm,
+                         "MPI_Comm_dup_with_info");
+    }
     return PMPI_Comm_dup_with_info(comm, info, newcomm);
 }
 
@@ -94,13 +109,19 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    MPIX_REFUSE(comm, "MPI_Comm_split");
+    if (is_endpoint(comm)) {
+        return construct(comm, MCA_PML_MPIV_EP_SPLIT, color, key, MPI_INFO_NULL, newcomm,
+                         "MPI_Comm_split");
+    }
     return PMPI_Comm_split(comm, color, key, newcomm);
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-    MPIX_REFUSE(comm, "MPI_Comm_split_type");
+    if (is_endpoint(comm)) {
+        return construct(comm, MCA_PML_MPIV_EP_SPLIT_TYPE, split_type, key, info, newcomm,
+                         "MPI_Comm_split_type");
+    }
     return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
 }
 
@@ -135,14 +156,16 @@ int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info inf
                                MPI_Comm out_comm_hdls[])
 {
     const char *pml = mca_pml_base_selected_component.pmlm_version.mca_component_name;
-    create_fn_t create;
+    mca_pml_mpiv_create_endpoints_fn_t create = NULL;
     char message[256];
     if (ompi_comm_invalid(parent_comm)) {
         return OMPI_ERRHANDLER_INVOKE(MPI_COMM_WORLD, MPI_ERR_COMM,
                                       "MPIX_Comm_create_endpoints: invalid parent communicator");
     }
-    if (0 != strcmp(pml, "mpiv") ||
-        NULL == (create = (create_fn_t) find_entry("mca_pml_mpiv_create_endpoints"))) {
+    if (0 == strcmp(pml, "mpiv")) {
+        create = (mca_pml_mpiv_create_endpoints_fn_t) find_entry("mca_pml_mpiv_create_endpoints");
+    }
+    if (NULL == create) {
         snprintf(message, sizeof(message),
                  "MPIX_Comm_create_endpoints: the selected PML is %s, not mpiv (run with "
                  "--mca pml mpiv)",

@@ -3,90 +3,116 @@
  * Open MPI 4.1: a communicator of sum(my_num_ep) ranks whose ranks of one process are
  * distinct MPI_Comm handles, each with its own matching state in the engine
  * (mpiv_p2p_comm_create_endpoints). libmpiv-mpix (mpix_endpoints.c) forwards to
- * mca_pml_mpiv_create_endpoints when mpiv is the selected PML.
+ * mca_pml_mpiv_create_endpoints when mpiv is the selected PML. This file builds handles
+ * (for creation and for every constructor), keeps the registry and frees them; the
+ * constructors called on a handle (dup, dup_with_info, split, split_type) are in
+ * pml_mpiv_endpoints_ops.c.
  *
- * How a handle is built (Open MPI's own structures stay consistent):
- * - Its group lists the process of every endpoint rank (a process appears once per
- *   endpoint it owns), with grp_my_rank = the handle's rank; ompi_comm_set over proc_comm,
- *   a duplicate of the parent with one rank per process.
+ * How a communicator's handles are built (mca_pml_mpiv_ep_build; Open MPI's own
+ * structures stay consistent):
+ * - A communicator is described by proc_comm, an ordinary communicator of its processes
+ *   (one rank each), and a map rank -> process. A process's handles are its ranks in
+ *   increasing order, endpoint index 0, 1, ... (the engine numbers every peer's endpoints
+ *   so). Creation: the parent's processes, ranks ordered by parent rank then handle index;
+ *   a split: any order (by key).
+ * - A handle's group lists the process of every rank (a process appears once per endpoint
+ *   it owns), with grp_my_rank = the handle's rank; ompi_comm_set over proc_comm.
  * - One context id for all handles of the communicator, agreed over proc_comm by Open MPI's
  *   own algorithm (ompi_comm_nextcid, one participant per process); Open MPI's table holds
  *   one handle of this process for it (the anchor), moved to a live sibling when the anchor
  *   is freed (del_comm), and released with the last handle.
  * - Collectives run over point-to-point (coll components basic, libnbc, tuned: the info key
  *   ompi_comm_coll_preference excludes sm, han and adapt, which treat ranks as processes).
- * - MPI_Comm_dup of a handle (libmpiv-mpix sends it here): the handles of a process meet
- *   by the number of the call on each (the n-th dup of every handle is one collective
- *   call); the last to arrive builds the new communicator for all of them over proc_comm,
- *   the process taking part once in the context-id agreement (Gropp and Thakur's rule
- *   that a process's participants must not compete for ids with themselves), one
- *   operation at a time per communicator; the others wait (a ULT yields, a pthread drives
- *   progress) and take their handle. Attributes are copied with their callbacks.
+ * - Last, the processes agree over proc_comm that every one has its handles (the barrier of
+ *   ompi_comm_activate, and a failure after the context-id agreement fails everywhere).
+ *
+ * Invariants: the registry maps a context id to the shared state of this process's handles
+ * (mca_pml_mpiv_ep_shared_t); a handle is live while shared->handles lists it. A shared
+ * state is complete before it is registered; after that, its (ep_lock) fields change only
+ * under mca_pml_mpiv_ep_lock. Handles are freed one by one, by any thread, in any order
+ * (the proposal allows one thread to free them all in turn): the last one frees the shared
+ * state and proc_comm. Memory per communicator and process: a group of `total` process
+ * pointers per handle, the rank map (`total` ints), the engine's state.
+ * Not for: an inter-communicator or endpoints parent (refused), a program below
+ * MPI_THREAD_MULTIPLE (refused: the handles' collectives run concurrently).
  */
-#include "pml_mpiv.h"
+#include "pml_mpiv_endpoints.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ompi/attribute/attribute.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/errhandler/errhandler.h"
 #include "ompi/group/group.h"
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/runtime/params.h"
 #include "opal/util/info.h"
-#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
-
-#include <sched.h>
 
 #include <mpiv/mpiv.h>
 
-/* What the handles of one endpoints communicator of this process share. */
-/* A constructor call (MPI_Comm_dup) on the handles of one endpoints communicator: the
- * n-th call on each handle of this process (ep_lock, but done and the results). */
-typedef struct mca_pml_mpiv_ep_op {
-    uint64_t seq;                       /* n */
-    int arrived, taken;                 /* handles that called, that took their result */
-    int done;                           /* the results are there (release/acquire) */
-    int rc;
-    const char *why;
-    ompi_communicator_t **results;      /* by endpoint index */
-    struct mca_pml_mpiv_ep_op *next;
-} mca_pml_mpiv_ep_op_t;
+#include "pml_mpiv_mpix.h"
 
-typedef struct mca_pml_mpiv_ep_shared {
-    int live;                           /* handles not freed yet (ep_lock) */
-    ompi_communicator_t *proc_comm;     /* one rank per process */
-    ompi_communicator_t **handles;      /* by endpoint index; NULL once freed */
-    int count;
-    uint64_t *ops;                      /* constructor calls per handle (ep_lock) */
-    mca_pml_mpiv_ep_op_t *pending;      /* calls not taken by every handle yet (ep_lock) */
-    opal_mutex_t op_lock;               /* one operation at a time on proc_comm */
-} mca_pml_mpiv_ep_shared_t;
+opal_mutex_t mca_pml_mpiv_ep_lock = OPAL_MUTEX_STATIC_INIT;
+static mca_pml_mpiv_ep_shared_t *ep_by_cid[1 << 16]; /* mca_pml_mpiv_ep_lock */
 
-static opal_mutex_t ep_lock = OPAL_MUTEX_STATIC_INIT;
-static mca_pml_mpiv_ep_shared_t *ep_by_cid[1 << 16]; /* ep_lock */
+int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
+                                  opal_info_t *info, ompi_communicator_t **out)
+    __attribute__((visibility("default")));
+int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm) __attribute__((visibility("default")));
 
-static int fail(ompi_communicator_t *parent, int code, const char *message)
+mca_pml_mpiv_ep_shared_t *mca_pml_mpiv_ep_lookup(ompi_communicator_t *comm, int *k_p)
 {
-    return OMPI_ERRHANDLER_INVOKE(parent, code, message);
+    mca_pml_mpiv_ep_shared_t *shared;
+    int k;
+    if (comm->c_contextid >= (1 << 16)) {
+        return NULL;
+    }
+    shared = ep_by_cid[comm->c_contextid];
+    for (k = 0; NULL != shared && k < shared->count && shared->handles[k] != comm; ++k) {
+    }
+    if (NULL == shared || k == shared->count) {
+        return NULL;
+    }
+    *k_p = k;
+    return shared;
+}
+
+/* Whether @p comm is a handle of an endpoints communicator (for libmpiv-mpix). */
+int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm)
+{
+    int k;
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    const int found = NULL != mca_pml_mpiv_ep_lookup(comm, &k);
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    return found;
+}
+
+static void shared_free(mca_pml_mpiv_ep_shared_t *shared)
+{
+    if (NULL != shared) {
+        free(shared->ops);
+        free(shared->handles);
+        free(shared->my_ranks);
+        free(shared->proc_counts);
+        free(shared->rank_proc);
+        free(shared);
+    }
 }
 
 /* The handle's group: every rank's process, this handle's rank as its own. */
-static ompi_group_t *endpoint_group(ompi_communicator_t *parent, const int *counts, int total,
-                                    int my_rank)
+static ompi_group_t *endpoint_group(ompi_communicator_t *proc_comm, const int *rank_proc,
+                                    int total, int my_rank)
 {
     ompi_proc_t **procs = malloc(sizeof(ompi_proc_t *) * (size_t) total);
     ompi_group_t *group;
-    int r = 0;
     if (NULL == procs) {
         return NULL;
     }
-    for (int p = 0; p < ompi_comm_size(parent); ++p) {
-        for (int j = 0; j < counts[p]; ++j) {
-            procs[r++] = ompi_group_get_proc_ptr_raw(parent->c_local_group, p);
-        }
+    for (int r = 0; r < total; ++r) {
+        procs[r] = ompi_group_get_proc_ptr_raw(proc_comm->c_local_group, rank_proc[r]);
     }
     group = ompi_group_allocate_plist_w_procs(procs, total); /* takes procs */
     if (NULL == group) {
@@ -97,112 +123,115 @@ static ompi_group_t *endpoint_group(ompi_communicator_t *parent, const int *coun
     return group;
 }
 
-int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
-                                  opal_info_t *info, ompi_communicator_t **out)
-    __attribute__((visibility("default")));
-int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm) __attribute__((visibility("default")));
-int mca_pml_mpiv_endpoint_dup(ompi_communicator_t *comm, ompi_communicator_t **newcomm)
-    __attribute__((visibility("default")));
-
-/* Whether @p comm is a handle of an endpoints communicator (for libmpiv-mpix). */
-int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm)
+/* Make handle @p h usable: its engine state, hints, attributes, collectives. Returns an
+ * MPI error class (the handle is registered either way). */
+static int finish_handle(ompi_communicator_t *h, mpiv_p2p_comm_t *engine_handle,
+                         ompi_communicator_t *like, bool copy_attrs, opal_info_t *hints)
 {
-    int found = 0;
-    if (comm->c_contextid >= (1 << 16)) {
-        return 0;
+    int rc = MPI_SUCCESS;
+    h->c_pml_comm = (struct mca_pml_comm_t *) engine_handle;
+    OMPI_COMM_SET_PML_ADDED(h);
+    h->super.s_info = OBJ_NEW(opal_info_t);
+    if (NULL != h->super.s_info) {
+        /* As ompi_comm_dup_with_info: the hints replace what the old handle had. */
+        if (NULL != hints) {
+            (void) opal_info_dup(hints, &h->super.s_info);
+        }
+        (void) opal_info_set(h->super.s_info, "ompi_comm_coll_preference", "^sm,han,adapt");
     }
-    OPAL_THREAD_LOCK(&ep_lock);
-    const mca_pml_mpiv_ep_shared_t *shared = ep_by_cid[comm->c_contextid];
-    for (int k = 0; NULL != shared && k < shared->count && !found; ++k) {
-        found = shared->handles[k] == comm;
+    if (copy_attrs && NULL != like && NULL != like->c_keyhash) {
+        int ret = ompi_attr_hash_init(&h->c_keyhash);
+        if (OMPI_SUCCESS == ret) {
+            ret = ompi_attr_copy_all(COMM_ATTR, like, h, like->c_keyhash, h->c_keyhash);
+        }
+        if (OMPI_SUCCESS != ret) {
+            rc = ompi_errcode_get_mpi_code(ret);
+        }
     }
-    OPAL_THREAD_UNLOCK(&ep_lock);
-    return found;
+    if (OMPI_SUCCESS != mca_coll_base_comm_select(h)) {
+        opal_output(0, "pml mpiv: no collective component for endpoints communicator %u",
+                    h->c_contextid);
+    }
+    return rc;
 }
 
-/* Build this process's @p my_num_ep handles of a new endpoints communicator over the
- * processes of @p parent (ordered as in it; for a dup, the old communicator's proc_comm):
- * collective over @p parent, one call per process. With @p like (a dup), handle k takes
- * like[k]'s error handler and attributes (copy callbacks run); else @p errh. Returns an
- * MPI error code and sets *why_p; on error nothing is left behind. */
-static int build(ompi_communicator_t *parent, int my_num_ep, ompi_communicator_t *const *like,
-                 ompi_errhandler_t *errh, ompi_communicator_t **out, const char **why_p)
+int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_t **out,
+                          const char **why_p)
 {
-    const int nprocs = ompi_comm_size(parent), me = ompi_comm_rank(parent);
-    int *counts = NULL, total = 0, offset = 0, bad = 0, rc;
-    uint32_t *rank_peer = NULL;
-    uint16_t *rank_ep = NULL;
+    ompi_communicator_t *proc_comm = spec->proc_comm;
+    const int nprocs = ompi_comm_size(proc_comm), me = ompi_comm_rank(proc_comm);
+    const int total = spec->total;
+    int mine = 0, bad = total < 1, rc, ok = 1, all_ok = 0, registered = 0;
+    uint32_t *rank_peer = NULL, *proc_peer = NULL;
+    uint16_t *rank_ep = NULL, *next = NULL;
     mpiv_p2p_comm_t **engine_handles = NULL;
-    ompi_communicator_t *proc_comm = MPI_COMM_NULL;
-    mca_pml_mpiv_ep_shared_t *shared = NULL;
+    mca_pml_mpiv_ep_shared_t *shared = calloc(1, sizeof(*shared));
 
     *why_p = "out of memory";
-    /* Every process learns every count first: a bad one fails the call everywhere. */
-    counts = malloc(sizeof(int) * (size_t) nprocs);
-    if (NULL == counts) {
-        return MPI_ERR_NO_MEM;
+    rc = MPI_ERR_NO_MEM;
+    if (NULL == shared || NULL == (shared->proc_counts = calloc((size_t) nprocs, sizeof(int))) ||
+        NULL == (shared->rank_proc = malloc(sizeof(int) * (size_t) (total > 0 ? total : 1)))) {
+        goto err_free;
     }
-    rc = PMPI_Allgather(&my_num_ep, 1, MPI_INT, counts, 1, MPI_INT, parent);
-    if (MPI_SUCCESS != rc) {
-        free(counts);
-        *why_p = "the exchange of the counts failed";
-        return rc;
+    /* The same map on every process: a bad one fails everywhere. */
+    for (int r = 0; r < total && !bad; ++r) {
+        const int p = spec->rank_proc[r];
+        bad = p < 0 || p >= nprocs || ++shared->proc_counts[p] > UINT16_MAX;
+        shared->rank_proc[r] = p;
     }
-    for (int p = 0; p < nprocs; ++p) {
-        if (counts[p] < 1 || counts[p] > UINT16_MAX || total > INT32_MAX - counts[p]) {
-            bad = 1;
-        } else {
-            total += counts[p];
-            offset += p < me ? counts[p] : 0;
-        }
+    for (int p = 0; p < nprocs && !bad; ++p) {
+        bad = 0 == shared->proc_counts[p];
     }
     if (bad) {
-        free(counts);
-        *why_p = "my_num_ep must be at least 1 (and at most 65535) on every process";
-        return MPI_ERR_ARG;
-    }
-    rank_peer = malloc(sizeof(uint32_t) * (size_t) total);
-    rank_ep = malloc(sizeof(uint16_t) * (size_t) total);
-    engine_handles = calloc((size_t) my_num_ep, sizeof(*engine_handles));
-    shared = calloc(1, sizeof(*shared));
-    if (NULL != shared) {
-        shared->handles = calloc((size_t) my_num_ep, sizeof(*shared->handles));
-        shared->ops = calloc((size_t) my_num_ep, sizeof(*shared->ops));
-    }
-    if (NULL == rank_peer || NULL == rank_ep || NULL == engine_handles || NULL == shared ||
-        NULL == shared->handles || NULL == shared->ops) {
-        rc = MPI_ERR_NO_MEM;
+        rc = MPI_ERR_INTERN;
+        *why_p = "a rank map with a process of no rank (or over 65535)";
         goto err_free;
     }
-    for (int p = 0, r = 0; p < nprocs; ++p) {
-        uint32_t peer = 0;
-        if (OMPI_SUCCESS != mca_pml_mpiv_peer_index(parent, p, &peer)) {
+    mine = shared->proc_counts[me];
+    shared->handles = calloc((size_t) mine, sizeof(*shared->handles));
+    shared->ops = calloc((size_t) mine, sizeof(*shared->ops));
+    shared->my_ranks = calloc((size_t) mine, sizeof(*shared->my_ranks));
+    rank_peer = malloc(sizeof(*rank_peer) * (size_t) total);
+    rank_ep = malloc(sizeof(*rank_ep) * (size_t) total);
+    proc_peer = malloc(sizeof(*proc_peer) * (size_t) nprocs);
+    next = calloc((size_t) nprocs, sizeof(*next));
+    engine_handles = calloc((size_t) mine, sizeof(*engine_handles));
+    if (NULL == shared->handles || NULL == shared->ops || NULL == shared->my_ranks ||
+        NULL == rank_peer || NULL == rank_ep || NULL == proc_peer || NULL == next ||
+        NULL == engine_handles) {
+        goto err_free;
+    }
+    for (int p = 0; p < nprocs; ++p) {
+        if (OMPI_SUCCESS != mca_pml_mpiv_peer_index(proc_comm, p, &proc_peer[p])) {
             rc = MPI_ERR_OTHER;
-            *why_p = "a process of the parent cannot be reached";
+            *why_p = "a process of the communicator cannot be reached";
             goto err_free;
         }
-        for (int j = 0; j < counts[p]; ++j, ++r) {
-            rank_peer[r] = peer;
-            rank_ep[r] = (uint16_t) j;
-        }
     }
-    *why_p = "cannot create the communicator";
-    rc = PMPI_Comm_dup(parent, &proc_comm);
-    if (MPI_SUCCESS != rc) {
-        goto err_free;
+    for (int r = 0; r < total; ++r) {
+        const int p = shared->rank_proc[r];
+        rank_peer[r] = proc_peer[p];
+        rank_ep[r] = next[p]++;
+        if (p == me) {
+            shared->my_ranks[rank_ep[r]] = r;
+        }
     }
     OBJ_CONSTRUCT(&shared->op_lock, opal_mutex_t);
     shared->proc_comm = proc_comm;
-    shared->count = my_num_ep;
-    for (int k = 0; k < my_num_ep; ++k) {
-        ompi_group_t *group = endpoint_group(parent, counts, total, offset + k);
+    shared->count = mine;
+    shared->total = total;
+    *why_p = "cannot create the communicator";
+    for (int k = 0; k < mine; ++k) {
+        ompi_group_t *group = endpoint_group(proc_comm, shared->rank_proc, total,
+                                             shared->my_ranks[k]);
         ompi_communicator_t *h = NULL;
         if (NULL == group) {
             rc = MPI_ERR_NO_MEM;
             goto err_handles;
         }
         rc = ompi_comm_set(&h, proc_comm, 0, NULL, 0, NULL, NULL,
-                           NULL != like ? like[k]->error_handler : errh, false, group, NULL);
+                           NULL != spec->like ? spec->like[k]->error_handler : spec->errh,
+                           false, group, NULL);
         OBJ_RELEASE(group); /* the communicator holds it */
         if (OMPI_SUCCESS != rc) {
             rc = MPI_ERR_NO_MEM;
@@ -217,52 +246,69 @@ static int build(ompi_communicator_t *parent, int my_num_ep, ompi_communicator_t
         rc = MPI_ERR_INTERN;
         goto err_handles;
     }
-    for (int k = 1; k < my_num_ep; ++k) {
+    for (int k = 1; k < mine; ++k) {
         shared->handles[k]->c_contextid = shared->handles[0]->c_contextid;
     }
+    /* From here on every process reaches the agreement below. */
     rc = mpiv_p2p_comm_create_endpoints(mca_pml_mpiv.engine,
                                         (uint16_t) shared->handles[0]->c_contextid, total,
-                                        rank_peer, rank_ep, (uint32_t) my_num_ep, engine_handles);
+                                        rank_peer, rank_ep, (uint32_t) mine, engine_handles);
     if (MPIV_OK != rc) {
-        rc = mca_pml_mpiv_map_status(rc);
-        goto err_handles;
+        rc = ompi_errcode_get_mpi_code(mca_pml_mpiv_map_status(rc));
+        ok = 0;
+    } else {
+        rc = MPI_SUCCESS;
+        OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+        shared->live = mine;
+        ep_by_cid[shared->handles[0]->c_contextid] = shared;
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+        registered = 1;
+        for (int k = 0; k < mine; ++k) {
+            const int ret = finish_handle(shared->handles[k], engine_handles[k],
+                                          NULL != spec->like ? spec->like[k] : NULL,
+                                          spec->copy_attrs,
+                                          NULL != spec->infos ? spec->infos[k] : NULL);
+            if (MPI_SUCCESS != ret && ok) {
+                rc = ret;
+                *why_p = "an attribute copy callback failed";
+                ok = 0;
+            }
+            out[k] = shared->handles[k];
+        }
     }
-    OPAL_THREAD_LOCK(&ep_lock);
-    shared->live = my_num_ep;
-    ep_by_cid[shared->handles[0]->c_contextid] = shared;
-    OPAL_THREAD_UNLOCK(&ep_lock);
-    for (int k = 0; k < my_num_ep; ++k) {
-        ompi_communicator_t *h = shared->handles[k];
-        h->c_pml_comm = (struct mca_pml_comm_t *) engine_handles[k];
-        OMPI_COMM_SET_PML_ADDED(h);
-        h->super.s_info = OBJ_NEW(opal_info_t);
-        if (NULL != h->super.s_info) {
-            (void) opal_info_set(h->super.s_info, "ompi_comm_coll_preference", "^sm,han,adapt");
-        }
-        if (NULL != like && NULL != like[k]->c_keyhash &&
-            OMPI_SUCCESS == ompi_attr_hash_init(&h->c_keyhash)) {
-            (void) ompi_attr_copy_all(COMM_ATTR, like[k], h, like[k]->c_keyhash, h->c_keyhash);
-        }
-        if (OMPI_SUCCESS != mca_coll_base_comm_select(h)) {
-            opal_output(0, "pml mpiv: no collective component for endpoints communicator %u",
-                        h->c_contextid);
-        }
-        out[k] = h;
+    if (MPI_SUCCESS != PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, proc_comm)) {
+        all_ok = 0;
     }
-    opal_output_verbose(2, mca_pml_mpiv.output,
-                        "pml mpiv: endpoints communicator %u: %d ranks, here %d-%d",
-                        shared->handles[0]->c_contextid, total, offset, offset + my_num_ep - 1);
-    free(counts);
     free(rank_peer);
     free(rank_ep);
+    free(proc_peer);
+    free(next);
     free(engine_handles);
-    /* Every process has its handles before any of them is used (as ompi_comm_activate). */
-    return PMPI_Barrier(proc_comm);
+    engine_handles = NULL;
+    if (all_ok) {
+        opal_output_verbose(2, mca_pml_mpiv.output,
+                            "pml mpiv: endpoints communicator %u: %d ranks, %d here (first %d)",
+                            out[0]->c_contextid, total, mine, shared->my_ranks[0]);
+        return MPI_SUCCESS;
+    }
+    if (ok) {
+        rc = MPI_ERR_OTHER;
+        *why_p = "another process failed to make its handles";
+    }
+    if (registered) {
+        /* Registered: freed as MPI_Comm_free does (the last takes shared and proc_comm). */
+        for (int k = 0; k < mine; ++k) {
+            ompi_communicator_t *h = out[k];
+            out[k] = MPI_COMM_NULL;
+            (void) ompi_comm_free(&h);
+        }
+        return rc;
+    }
 
 err_handles:
     /* The anchor (handle 0) holds Open MPI's table entry if an id was agreed: its release
      * clears it; the others must leave it alone. */
-    for (int k = 0; k < my_num_ep; ++k) {
+    for (int k = 0; k < mine; ++k) {
         if (NULL != shared->handles[k]) {
             if (k > 0) {
                 shared->handles[k]->c_contextid = MPI_UNDEFINED;
@@ -271,130 +317,89 @@ err_handles:
         }
     }
     OBJ_DESTRUCT(&shared->op_lock);
-    (void) PMPI_Comm_free(&proc_comm);
 err_free:
-    if (NULL != shared) {
-        free(shared->ops);
-        free(shared->handles);
-    }
-    free(shared);
+    (void) PMPI_Comm_free(&proc_comm);
+    shared_free(shared);
     free(engine_handles);
+    free(next);
+    free(proc_peer);
     free(rank_ep);
     free(rank_peer);
-    free(counts);
     return rc;
 }
 
 int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
 {
-    const char *why = NULL;
+    const int nprocs = ompi_comm_size(parent);
+    mca_pml_mpiv_ep_spec_t spec = {.errh = parent->error_handler};
+    int *counts = NULL, *rank_proc = NULL, total = 0, bad = 0, rc;
+    const char *why = "out of memory";
     char message[192];
-    int rc;
     (void) info;
     if (mca_pml_mpiv_is_endpoint(parent)) {
-        return fail(parent, MPI_ERR_COMM,
-                    "MPIX_Comm_create_endpoints: the parent is an endpoints communicator "
-                    "(not supported yet)");
+        return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_COMM,
+                                      "MPIX_Comm_create_endpoints: the parent is an endpoints "
+                                      "communicator (not supported yet)");
     }
     if (OMPI_COMM_IS_INTER(parent)) {
-        return fail(parent, MPI_ERR_COMM,
-                    "MPIX_Comm_create_endpoints: the parent is an inter-communicator");
+        return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_COMM,
+                                      "MPIX_Comm_create_endpoints: the parent is an "
+                                      "inter-communicator");
     }
     if (!ompi_mpi_thread_multiple) {
-        return fail(parent, MPI_ERR_OTHER,
-                    "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE (the program "
-                    "initialized MPI at a lower thread level)");
+        return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_OTHER,
+                                      "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE "
+                                      "(the program initialized MPI at a lower thread level)");
     }
-    rc = build(parent, my_num_ep, NULL, parent->error_handler, out, &why);
+    /* Every process learns every count first: a bad one fails the call everywhere. */
+    rc = MPI_ERR_NO_MEM;
+    counts = malloc(sizeof(int) * (size_t) nprocs);
+    if (NULL == counts) {
+        goto out;
+    }
+    rc = PMPI_Allgather(&my_num_ep, 1, MPI_INT, counts, 1, MPI_INT, parent);
+    if (MPI_SUCCESS != rc) {
+        why = "the exchange of the counts failed";
+        goto out;
+    }
+    for (int p = 0; p < nprocs; ++p) {
+        if (counts[p] < 1 || counts[p] > UINT16_MAX || total > INT32_MAX - counts[p]) {
+            bad = 1;
+        } else {
+            total += counts[p];
+        }
+    }
+    if (bad) {
+        rc = MPI_ERR_ARG;
+        why = "my_num_ep must be at least 1 (and at most 65535) on every process";
+        goto out;
+    }
+    /* Ranks by parent rank, then by handle index. */
+    rc = MPI_ERR_NO_MEM;
+    rank_proc = malloc(sizeof(int) * (size_t) total);
+    if (NULL == rank_proc) {
+        goto out;
+    }
+    for (int p = 0, r = 0; p < nprocs; ++p) {
+        for (int j = 0; j < counts[p]; ++j) {
+            rank_proc[r++] = p;
+        }
+    }
+    why = "cannot create the communicator";
+    rc = PMPI_Comm_dup(parent, &spec.proc_comm);
+    if (MPI_SUCCESS != rc) {
+        goto out;
+    }
+    spec.total = total;
+    spec.rank_proc = rank_proc;
+    rc = mca_pml_mpiv_ep_build(&spec, out, &why);
+out:
+    free(rank_proc);
+    free(counts);
     if (MPI_SUCCESS != rc) {
         snprintf(message, sizeof(message), "MPIX_Comm_create_endpoints: %s", why);
-        return fail(parent, rc, message);
-    }
-    return MPI_SUCCESS;
-}
-
-/* Wait until @p flag is set: a ULT yields to the others of its worker, a pthread drives
- * progress and yields its PU (a sibling that waits here may be a ULT of this worker). */
-static void wait_flag(const int *flag)
-{
-    mpiv_ult_h self;
-    const int in_ult = MPIV_OK == mpiv_self(&self);
-    /* sync: acquire; pairs with the release store in mca_pml_mpiv_endpoint_dup(). */
-    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-        if (in_ult) {
-            (void) mpiv_yield();
-        } else {
-            opal_progress();
-            sched_yield();
-        }
-    }
-}
-
-int mca_pml_mpiv_endpoint_dup(ompi_communicator_t *comm, ompi_communicator_t **newcomm)
-{
-    mca_pml_mpiv_ep_shared_t *shared = NULL;
-    mca_pml_mpiv_ep_op_t *op = NULL, **pp;
-    int k = 0, last = 0, rc;
-    const char *why = NULL;
-    OPAL_THREAD_LOCK(&ep_lock);
-    if (comm->c_contextid < (1 << 16)) {
-        shared = ep_by_cid[comm->c_contextid];
-    }
-    for (k = 0; NULL != shared && k < shared->count && shared->handles[k] != comm; ++k) {
-    }
-    if (NULL == shared || k == shared->count) {
-        OPAL_THREAD_UNLOCK(&ep_lock);
-        return fail(comm, MPI_ERR_COMM, "MPI_Comm_dup: not an endpoints handle");
-    }
-    /* The handles of this process meet by the number of the operation on each: the n-th
-     * constructor call on every handle is the same collective call. */
-    const uint64_t seq = shared->ops[k]++;
-    for (pp = &shared->pending; NULL != *pp && (*pp)->seq != seq; pp = &(*pp)->next) {
-    }
-    if (NULL == *pp) {
-        *pp = calloc(1, sizeof(**pp));
-        if (NULL == *pp || NULL == ((*pp)->results = calloc((size_t) shared->count,
-                                                             sizeof(*(*pp)->results)))) {
-            free(*pp);
-            *pp = NULL;
-            OPAL_THREAD_UNLOCK(&ep_lock);
-            return fail(comm, MPI_ERR_NO_MEM, "MPI_Comm_dup: out of memory");
-        }
-        (*pp)->seq = seq;
-    }
-    op = *pp;
-    last = ++op->arrived == shared->count;
-    OPAL_THREAD_UNLOCK(&ep_lock);
-    if (last) {
-        /* The last handle of this process to arrive takes part for all of them, one
-         * operation at a time on proc_comm (in the same order on every process). */
-        OPAL_THREAD_LOCK(&shared->op_lock);
-        op->rc = build(shared->proc_comm, shared->count, shared->handles, NULL, op->results,
-                       &why);
-        op->why = why;
-        OPAL_THREAD_UNLOCK(&shared->op_lock);
-        /* sync: release; pairs with the acquire load in wait_flag(): the results are set. */
-        __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
-    } else {
-        wait_flag(&op->done);
-    }
-    rc = op->rc;
-    why = op->why;
-    *newcomm = MPI_SUCCESS == rc ? op->results[k] : MPI_COMM_NULL;
-    OPAL_THREAD_LOCK(&ep_lock);
-    if (++op->taken == shared->count) {
-        for (pp = &shared->pending; *pp != op; pp = &(*pp)->next) {
-        }
-        *pp = op->next;
-        free(op->results);
-        free(op);
-    }
-    OPAL_THREAD_UNLOCK(&ep_lock);
-    if (MPI_SUCCESS != rc) {
-        char message[192];
-        snprintf(message, sizeof(message), "MPI_Comm_dup: %s", why);
-        return fail(comm, rc, message);
+        return OMPI_ERRHANDLER_INVOKE(parent, rc, message);
     }
     return MPI_SUCCESS;
 }
@@ -404,15 +409,10 @@ bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm)
     mca_pml_mpiv_ep_shared_t *shared;
     ompi_communicator_t *proc_comm = MPI_COMM_NULL;
     int k;
-    if (comm->c_contextid >= (1 << 16)) {
-        return false;
-    }
-    OPAL_THREAD_LOCK(&ep_lock);
-    shared = ep_by_cid[comm->c_contextid];
-    for (k = 0; NULL != shared && k < shared->count && shared->handles[k] != comm; ++k) {
-    }
-    if (NULL == shared || k == shared->count) {
-        OPAL_THREAD_UNLOCK(&ep_lock);
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    shared = mca_pml_mpiv_ep_lookup(comm, &k);
+    if (NULL == shared) {
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
         return false;
     }
     shared->handles[k] = NULL;
@@ -429,16 +429,14 @@ bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm)
             }
         }
         comm->c_contextid = MPI_UNDEFINED;
-        OPAL_THREAD_UNLOCK(&ep_lock);
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
         return true;
     }
     ep_by_cid[comm->c_contextid] = NULL;
     proc_comm = shared->proc_comm;
-    OPAL_THREAD_UNLOCK(&ep_lock);
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
     OBJ_DESTRUCT(&shared->op_lock);
-    free(shared->ops);
-    free(shared->handles);
-    free(shared);
+    shared_free(shared);
     (void) ompi_comm_free(&proc_comm);
     return true;
 }

@@ -11,6 +11,17 @@
  * threads of one process at once), attributes, MPI_Comm_free (one call per handle, from
  * any thread, in any order). A handle's messages are matched in a table of its own: a
  * wildcard receive on one handle never takes a message sent to another.
+ *
+ * MPI_Comm_dup, MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type on a handle
+ * are collectives of every endpoint rank, with MPI's semantics; they give endpoints
+ * communicators again, in which a process's handles are its ranks in increasing order.
+ * MPI_Comm_split_type takes MPI_COMM_TYPE_SHARED (the ranks of the processes on one node)
+ * or MPI_UNDEFINED; another type fails with MPI_ERR_ARG. An argument error on any rank
+ * fails the call on every rank (MPI_ERR_ARG, MPI_ERR_INFO), and so do different
+ * constructors called as the same collective call (MPI_ERR_COMM). MPI_Comm_idup,
+ * MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create and MPI_Intercomm_create on a
+ * handle fail with MPI_ERR_COMM (not supported yet). Errors go through the handle's error
+ * handler.
  */
 #ifndef MPIX_ENDPOINTS_H
 #define MPIX_ENDPOINTS_H

@@ -210,6 +210,13 @@ check_PROGRAMS += %reldir%/endpoints_ult
 %canon_reldir%_endpoints_ult_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_endpoints_ult_LDADD = ompi-component/libmpiv-mpix.la libmpiv.la $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/endpoints_split
+%canon_reldir%_endpoints_split_SOURCES = %reldir%/endpoints_split.c
+%canon_reldir%_endpoints_split_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_endpoints_split_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_endpoints_split_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_endpoints_split_LDADD = ompi-component/libmpiv-mpix.la libmpiv.la $(OMPI_LIBS)
+
 # no_cma: runs a program with process_vm_readv denied (seccomp), for single_copy.sh.
 check_PROGRAMS += %reldir%/no_cma
 %canon_reldir%_no_cma_SOURCES = %reldir%/no_cma.c
@@ -250,6 +257,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/unexpected-np2.sh \
 	%reldir%/endpoints-np3.sh \
 	%reldir%/endpoints_ult-np2.sh \
+	%reldir%/endpoints_split-np3.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \

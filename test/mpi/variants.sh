@@ -5,8 +5,10 @@
 #   - a communication-server thread, three endpoints per process, P-HMCS-MCS lock;
 #   - single-threaded tests under MPI_THREAD_MULTIPLE (mpiv's thread-safe paths; below it
 #     mpiv takes its serial paths, which verbose level 2 reports);
-# comm_info at verbose level 2 (MPI_Comm_set_info assertions applied), and unexpected at
-# verbose level 1 (the warning that messages pile up before their receives).
+# comm_info at verbose level 2 (MPI_Comm_set_info assertions applied), the endpoints tests'
+# other modes (16 threads, churn, below MPI_THREAD_MULTIPLE; endpoints_split by 16 threads
+# and by 64 ULTs per process), and unexpected at verbose level 1 (the warning that messages
+# pile up before their receives).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +18,7 @@ for config in \
     "--mca pml_mpiv_progress server --mca pml_mpiv_workers 3 --mca pml_mpiv_lock hmcs"; do
     for test in "p2p_sizes 2" "wildcards 3" "mt_stress 2" "ult 2" "ssend 2" "hol_block 3" \
         "mt_sizes 2" "waitany_reuse 2" "bsend_threads 2" "nbc_threads 4" "endpoints 3" \
-        "endpoints_ult 2"; do
+        "endpoints_ult 2" "endpoints_split 3"; do
         set -- $test
         if MPIV_TEST_MPIRUN_ARGS="$config" "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
             echo "PASS $1 with $config"
@@ -101,6 +103,16 @@ else
     echo "FAIL endpoints churn (rerun: run.sh endpoints 2 churn)"
     status=1
 fi
+# MPI_Comm_split and friends on endpoints handles, by 16 pthreads and by 64 ULTs per process.
+for mode in wide ult; do
+    if "$here/run.sh" endpoints_split 2 $mode >"$log" 2>&1; then
+        echo "PASS endpoints_split $mode"
+    else
+        cat "$log"
+        echo "FAIL endpoints_split $mode (rerun: run.sh endpoints_split 2 $mode)"
+        status=1
+    fi
+done
 # MPIX_Comm_create_endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER.
 if "$here/run.sh" endpoints 3 single >"$log" 2>&1; then
     echo "PASS endpoints below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER"

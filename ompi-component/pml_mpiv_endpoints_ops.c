@@ -1,0 +1,571 @@
+/*
+ * pml_mpiv_endpoints_ops.c: communicator constructors called on an endpoints handle:
+ * MPI_Comm_dup, MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type
+ * (libmpiv-mpix sends them here, mca_pml_mpiv_endpoint_construct). Every endpoint rank
+ * calls them, several threads or ULTs of a process at once; Open MPI's own would run the
+ * context-id agreement once per handle, with a process's handles competing against each
+ * other for ids, and never agree.
+ *
+ * The meeting: the n-th constructor call on every handle of a process is the same
+ * collective call (MPI orders a rank's collective calls; each handle counts its own). Each
+ * handle leaves its arguments in the call's record (mca_pml_mpiv_ep_op_t, made by the first
+ * to arrive); the last to arrive does the work for all of this process's handles, one call
+ * at a time per communicator (op_lock); the others wait (a ULT yields, a pthread drives
+ * progress) and take their result; the last to take it frees the record. A last arrival
+ * that is an mpiv ULT has a pthread of its own do the work and yields meanwhile: Open MPI's
+ * waits inside (ompi_comm_nextcid's) hold the worker without yielding to its other ULTs,
+ * and with two communicators in construction at once (a split of each part of a split)
+ * one process's worker would spin on one while a peer's spins on the other.
+ *
+ * The work (run) always starts with one exchange over proc_comm (Allgatherv; counts =
+ * endpoints per process) of every endpoint rank's (call, color or argument error, key), so
+ * every process decides the same and nobody waits for a process that gave up:
+ * - different calls for the same n, on this process or another, fail every rank with
+ *   MPI_ERR_COMM naming two of them; a bad argument on any rank fails every rank
+ *   (MPI_ERR_ARG; MPI_ERR_INFO for an invalid info);
+ * - dup, dup_with_info: a new communicator over a dup of proc_comm, same rank map;
+ *   attributes copied (callbacks run), error handlers kept; dup_with_info gives each new
+ *   handle the info its old handle passed, replacing the inherited hints (as Open MPI's);
+ * - split, split_type: the distinct colors (MPI_UNDEFINED excepted) in ascending order, the
+ *   same on every process; one round per color: every process takes part in
+ *   PMPI_Comm_split(proc_comm, has a rank of that color ? 0 : MPI_UNDEFINED, proc rank), and
+ *   those with a rank build the new communicator over its result, ranks ordered by key,
+ *   then by old rank; no attributes, the old handle's error handler; MPI_UNDEFINED gets
+ *   MPI_COMM_NULL. A last Allreduce over proc_comm makes the call all-or-nothing.
+ *   split_type MPI_COMM_TYPE_SHARED: color = the lowest proc_comm rank of the processes
+ *   on this node (Open MPI's locality, OPAL_PROC_ON_LOCAL_NODE); any other type but
+ *   MPI_UNDEFINED is an argument error (its info, as dup_with_info's, becomes the hints).
+ *
+ * Ordering: a handle writes its arguments under mca_pml_mpiv_ep_lock before it counts its
+ * arrival, so the last arrival (counting under the same lock) sees them all; the results
+ * are published by the release store of op->done that waiters load with acquire.
+ * Memory: a record per call in flight (arguments and results per handle); the work's
+ * scratch is O(ranks + processes). Cost: dup takes one Allgatherv more than Open MPI's;
+ * split takes one PMPI_Comm_split (a context-id agreement over proc_comm) per color, so
+ * a split into many colors is slow. A process that runs out of memory before the exchange
+ * leaves the others waiting, as Open MPI's own constructors do.
+ */
+#include "pml_mpiv_endpoints.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/errhandler/errhandler.h"
+#include "ompi/info/info.h"
+#include "ompi/proc/proc.h"
+#include "opal/runtime/opal_progress.h"
+
+#include <mpiv/mpiv.h>
+
+#include "pml_mpiv_mpix.h"
+
+int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg, int key,
+                                    ompi_info_t *info, ompi_communicator_t **newcomm)
+    __attribute__((visibility("default")));
+
+/* Argument errors, exchanged in place of the color (valid colors: >= 0, MPI_UNDEFINED). */
+enum { BAD_COLOR = -1, BAD_SPLIT_TYPE = -2, BAD_NEWCOMM = -3, BAD_INFO = -4 };
+
+/* One rank's record in the exchange: call, color (or an argument error), key. */
+enum { REC = 3 };
+
+/* A constructor call on the handles of one endpoints communicator: the n-th call on each
+ * handle of this process (mca_pml_mpiv_ep_lock, but done and what it publishes). */
+typedef struct mca_pml_mpiv_ep_op {
+    uint64_t seq;                       /* n */
+    int arrived, taken;                 /* handles that called, that took their result */
+    int done;                           /* the results are there (release/acquire) */
+    int rc;                             /* MPI error class */
+    char why[224];                      /* what failed */
+    struct {
+        int call, arg, key, bad;        /* bad: 0 or an argument error */
+    } *args;                            /* by endpoint index */
+    opal_info_t **infos;                /* by endpoint index: hints passed (NULL: none) */
+    ompi_communicator_t **results;      /* by endpoint index (NULL: MPI_COMM_NULL) */
+    mca_pml_mpiv_ep_shared_t *shared;   /* the communicator's */
+    struct mca_pml_mpiv_ep_op *next;
+} mca_pml_mpiv_ep_op_t;
+
+/* Scratch of one call's work, allocated before the exchange. */
+typedef struct scratch {
+    int *mine, *all, *counts, *displs, *next; /* the exchange */
+    int *recs;                                /* records by rank */
+    struct member {
+        int color, key, rank;
+    } *members;                               /* ranks of some color, sorted */
+    int *old_ep;                              /* rank -> endpoint index here, or -1 */
+    int *has, *sub_rank, *rank_proc;          /* a round: processes, the new map */
+    int *eps;                                 /* a round: new endpoint -> old endpoint */
+    ompi_communicator_t **like, **made;
+    opal_info_t **infos;
+} scratch_t;
+
+static const char *call_name(int call)
+{
+    switch (call) {
+    case MCA_PML_MPIV_EP_DUP:
+        return "MPI_Comm_dup";
+    case MCA_PML_MPIV_EP_DUP_WITH_INFO:
+        return "MPI_Comm_dup_with_info";
+    case MCA_PML_MPIV_EP_SPLIT:
+        return "MPI_Comm_split";
+    case MCA_PML_MPIV_EP_SPLIT_TYPE:
+        return "MPI_Comm_split_type";
+    default:
+        return "an unknown constructor";
+    }
+}
+
+static void set_error(mca_pml_mpiv_ep_op_t *op, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_error(mca_pml_mpiv_ep_op_t *op, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    op->rc = rc;
+    vsnprintf(op->why, sizeof(op->why), fmt, ap);
+    va_end(ap);
+}
+
+static void scratch_free(scratch_t *s)
+{
+    free(s->mine);
+    free(s->all);
+    free(s->counts);
+    free(s->displs);
+    free(s->next);
+    free(s->recs);
+    free(s->members);
+    free(s->old_ep);
+    free(s->has);
+    free(s->sub_rank);
+    free(s->rank_proc);
+    free(s->eps);
+    free(s->like);
+    free(s->made);
+    free(s->infos);
+}
+
+static bool scratch_alloc(scratch_t *s, int n, int total, int nprocs)
+{
+    const size_t t = (size_t) total, p = (size_t) nprocs, h = (size_t) n;
+    memset(s, 0, sizeof(*s));
+    s->mine = malloc(sizeof(int) * REC * h);
+    s->all = malloc(sizeof(int) * REC * t);
+    s->counts = malloc(sizeof(int) * p);
+    s->displs = malloc(sizeof(int) * p);
+    s->next = malloc(sizeof(int) * p);
+    s->recs = malloc(sizeof(int) * REC * t);
+    s->members = malloc(sizeof(*s->members) * t);
+    s->old_ep = malloc(sizeof(int) * t);
+    s->has = malloc(sizeof(int) * p);
+    s->sub_rank = malloc(sizeof(int) * p);
+    s->rank_proc = malloc(sizeof(int) * t);
+    s->eps = malloc(sizeof(int) * h);
+    s->like = malloc(sizeof(*s->like) * h);
+    s->made = malloc(sizeof(*s->made) * h);
+    s->infos = malloc(sizeof(*s->infos) * h);
+    return NULL != s->mine && NULL != s->all && NULL != s->counts && NULL != s->displs &&
+           NULL != s->next && NULL != s->recs && NULL != s->members && NULL != s->old_ep &&
+           NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc && NULL != s->eps &&
+           NULL != s->like && NULL != s->made && NULL != s->infos;
+}
+
+/* MPI_COMM_TYPE_SHARED's color: the lowest proc_comm rank of the processes on this node. */
+static int node_color(ompi_communicator_t *proc_comm)
+{
+    const int me = ompi_comm_rank(proc_comm);
+    for (int p = 0; p < me; ++p) {
+        const ompi_proc_t *proc = ompi_comm_peer_lookup(proc_comm, p);
+        if (NULL != proc && OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags)) {
+            return p;
+        }
+    }
+    return me;
+}
+
+static int by_color_key_rank(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    if (x->color != y->color) {
+        return x->color < y->color ? -1 : 1;
+    }
+    if (x->key != y->key) {
+        return x->key < y->key ? -1 : 1;
+    }
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static void run_dup(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
+{
+    mca_pml_mpiv_ep_spec_t spec = {.total = sh->total,
+                                   .rank_proc = sh->rank_proc,
+                                   .like = sh->handles,
+                                   .copy_attrs = true,
+                                   .infos = op->infos};
+    const char *why = "cannot duplicate the communicator of the processes";
+    int rc = PMPI_Comm_dup(sh->proc_comm, &spec.proc_comm);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_pml_mpiv_ep_build(&spec, op->results, &why);
+    }
+    if (MPI_SUCCESS != rc) {
+        set_error(op, rc, "%s", why);
+    }
+}
+
+/* The split by the colors in s->recs: one round per color (see the top of the file). */
+static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, scratch_t *s)
+{
+    ompi_communicator_t *proc_comm = sh->proc_comm;
+    const int total = sh->total, nprocs = ompi_comm_size(proc_comm);
+    const int me = ompi_comm_rank(proc_comm);
+    int nm = 0, ok = 1, all_ok = 0;
+    for (int r = 0; r < total; ++r) {
+        s->old_ep[r] = -1;
+        if (MPI_UNDEFINED != s->recs[REC * r + 1]) {
+            s->members[nm].color = s->recs[REC * r + 1];
+            s->members[nm].key = s->recs[REC * r + 2];
+            s->members[nm].rank = r;
+            ++nm;
+        }
+    }
+    for (int k = 0; k < sh->count; ++k) {
+        s->old_ep[sh->my_ranks[k]] = k;
+    }
+    qsort(s->members, (size_t) nm, sizeof(*s->members), by_color_key_rank);
+    for (int first = 0, end; first < nm; first = end) {
+        ompi_communicator_t *sub = MPI_COMM_NULL;
+        int j = 0, rc;
+        memset(s->has, 0, sizeof(int) * (size_t) nprocs);
+        for (end = first; end < nm && s->members[end].color == s->members[first].color; ++end) {
+            s->has[sh->rank_proc[s->members[end].rank]] = 1;
+        }
+        /* Every process takes part, those without a rank of this color with MPI_UNDEFINED. */
+        rc = PMPI_Comm_split(proc_comm, s->has[me] ? 0 : MPI_UNDEFINED, me, &sub);
+        if (MPI_SUCCESS != rc) {
+            if (ok) {
+                set_error(op, rc, "cannot split the communicator of the processes");
+            }
+            ok = 0;
+            continue;
+        }
+        if (!s->has[me]) {
+            continue;
+        }
+        for (int p = 0, q = 0; p < nprocs; ++p) {
+            s->sub_rank[p] = q;
+            q += s->has[p];
+        }
+        for (int i = first; i < end; ++i) {
+            const int r = s->members[i].rank, p = sh->rank_proc[r];
+            s->rank_proc[i - first] = s->sub_rank[p];
+            if (p == me) {
+                /* This process's ranks of the color, by new rank: endpoint 0, 1, ... */
+                s->eps[j] = s->old_ep[r];
+                s->like[j] = sh->handles[s->eps[j]];
+                s->infos[j] = op->infos[s->eps[j]];
+                ++j;
+            }
+        }
+        const mca_pml_mpiv_ep_spec_t spec = {.proc_comm = sub,
+                                             .total = end - first,
+                                             .rank_proc = s->rank_proc,
+                                             .like = s->like,
+                                             .infos = s->infos};
+        const char *why = NULL;
+        rc = mca_pml_mpiv_ep_build(&spec, s->made, &why);
+        if (MPI_SUCCESS != rc) {
+            if (ok) {
+                set_error(op, rc, "color %d: %s", s->members[first].color, why);
+            }
+            ok = 0;
+            continue;
+        }
+        for (int i = 0; i < j; ++i) {
+            op->results[s->eps[i]] = s->made[i];
+        }
+    }
+    if (MPI_SUCCESS != PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, proc_comm)) {
+        all_ok = 0;
+    }
+    if (!all_ok) {
+        for (int k = 0; k < sh->count; ++k) {
+            if (NULL != op->results[k]) {
+                (void) ompi_comm_free(&op->results[k]);
+                op->results[k] = NULL;
+            }
+        }
+        if (ok) {
+            set_error(op, MPI_ERR_OTHER, "another process failed to make its communicators");
+        }
+    }
+}
+
+/* The work of one call, by the last handle of this process to arrive. */
+static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
+{
+    ompi_communicator_t *proc_comm = sh->proc_comm;
+    const int n = sh->count, total = sh->total, nprocs = ompi_comm_size(proc_comm);
+    int node = -1, rc;
+    scratch_t s;
+    if (!scratch_alloc(&s, n, total, nprocs)) {
+        set_error(op, MPI_ERR_NO_MEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < n; ++k) {
+        int *rec = &s.mine[REC * k];
+        rec[0] = op->args[k].call;
+        rec[1] = 0;
+        rec[2] = op->args[k].key;
+        if (0 != op->args[k].bad) {
+            rec[1] = op->args[k].bad;
+        } else if (MCA_PML_MPIV_EP_SPLIT == op->args[k].call) {
+            rec[1] = op->args[k].arg;
+        } else if (MCA_PML_MPIV_EP_SPLIT_TYPE == op->args[k].call) {
+            if (MPI_UNDEFINED == op->args[k].arg) {
+                rec[1] = MPI_UNDEFINED;
+            } else {
+                rec[1] = node = node < 0 ? node_color(proc_comm) : node;
+            }
+        }
+    }
+    for (int p = 0, d = 0; p < nprocs; ++p) {
+        s.counts[p] = REC * sh->proc_counts[p];
+        s.displs[p] = d;
+        s.next[p] = 0;
+        d += s.counts[p];
+    }
+    rc = PMPI_Allgatherv(s.mine, REC * n, MPI_INT, s.all, s.counts, s.displs, MPI_INT,
+                         proc_comm);
+    if (MPI_SUCCESS != rc) {
+        set_error(op, rc, "the exchange of the arguments failed");
+        goto out;
+    }
+    for (int r = 0; r < total; ++r) {
+        const int p = sh->rank_proc[r];
+        memcpy(&s.recs[REC * r], &s.all[s.displs[p] + REC * s.next[p]++], sizeof(int) * REC);
+    }
+    /* Every process has the same records from here: all decide the same. */
+    for (int r = 1; r < total; ++r) {
+        if (s.recs[REC * r] != s.recs[0]) {
+            set_error(op, MPI_ERR_COMM,
+                      "the endpoint ranks called different constructors as the same "
+                      "collective call (%s on rank 0, %s on rank %d)",
+                      call_name(s.recs[0]), call_name(s.recs[REC * r]), r);
+            goto out;
+        }
+    }
+    for (int r = 0; r < total; ++r) {
+        const int c = s.recs[REC * r + 1];
+        if (c >= 0 || MPI_UNDEFINED == c) {
+            continue;
+        }
+        switch (c) {
+        case BAD_COLOR:
+            set_error(op, MPI_ERR_ARG,
+                      "rank %d passed a negative color other than MPI_UNDEFINED", r);
+            break;
+        case BAD_SPLIT_TYPE:
+            set_error(op, MPI_ERR_ARG,
+                      "rank %d passed a split_type other than MPI_COMM_TYPE_SHARED or "
+                      "MPI_UNDEFINED (the only ones on an endpoints communicator)",
+                      r);
+            break;
+        case BAD_NEWCOMM:
+            set_error(op, MPI_ERR_ARG, "rank %d passed NULL for newcomm", r);
+            break;
+        case BAD_INFO:
+            set_error(op, MPI_ERR_INFO, "rank %d passed an invalid info", r);
+            break;
+        default:
+            set_error(op, MPI_ERR_ARG, "rank %d passed a bad argument", r);
+            break;
+        }
+        goto out;
+    }
+    switch (s.recs[0]) {
+    case MCA_PML_MPIV_EP_DUP:
+    case MCA_PML_MPIV_EP_DUP_WITH_INFO:
+        run_dup(sh, op);
+        break;
+    case MCA_PML_MPIV_EP_SPLIT:
+    case MCA_PML_MPIV_EP_SPLIT_TYPE:
+        run_split(sh, op, &s);
+        break;
+    default:
+        set_error(op, MPI_ERR_COMM, "an unknown constructor");
+        break;
+    }
+out:
+    scratch_free(&s);
+}
+
+/* Wait until @p flag is set: a ULT yields to the others of its worker, a pthread drives
+ * progress and yields its PU (a sibling that waits here may be a ULT of this worker). */
+static void wait_flag(const int *flag)
+{
+    const bool in_ult = mca_pml_mpiv_in_ult();
+    /* sync: acquire; pairs with the release store in work(). */
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+        if (in_ult) {
+            (void) mpiv_yield();
+        } else {
+            opal_progress();
+            sched_yield();
+        }
+    }
+}
+
+/* Do call @p op for this process's handles and publish the results: @p op must not be
+ * touched after (its handles take their results and the last frees it). */
+static void work(mca_pml_mpiv_ep_op_t *op)
+{
+    mca_pml_mpiv_ep_shared_t *shared = op->shared;
+    OPAL_THREAD_LOCK(&shared->op_lock);
+    run(shared, op);
+    OPAL_THREAD_UNLOCK(&shared->op_lock);
+    /* sync: release; pairs with the acquire load in wait_flag(): the results are set. */
+    __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
+}
+
+static void *work_thread(void *arg)
+{
+    work(arg);
+    return NULL;
+}
+
+/* Run work(@p op) on a pthread of its own (false: none could be made). */
+static bool work_elsewhere(mca_pml_mpiv_ep_op_t *op)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started;
+    if (0 != pthread_attr_init(&attr)) {
+        return false;
+    }
+    started = 0 == pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) &&
+              0 == pthread_create(&thread, &attr, work_thread, op);
+    (void) pthread_attr_destroy(&attr);
+    return started;
+}
+
+/* The record of call @p seq on @p shared, made if it is the first (NULL: out of memory).
+ * Caller holds mca_pml_mpiv_ep_lock. */
+static mca_pml_mpiv_ep_op_t *op_get(mca_pml_mpiv_ep_shared_t *shared, uint64_t seq)
+{
+    mca_pml_mpiv_ep_op_t **pp, *op;
+    for (pp = &shared->pending; NULL != *pp && (*pp)->seq != seq; pp = &(*pp)->next) {
+    }
+    if (NULL != *pp) {
+        return *pp;
+    }
+    op = calloc(1, sizeof(*op));
+    if (NULL == op) {
+        return NULL;
+    }
+    op->args = calloc((size_t) shared->count, sizeof(*op->args));
+    op->infos = calloc((size_t) shared->count, sizeof(*op->infos));
+    op->results = calloc((size_t) shared->count, sizeof(*op->results));
+    if (NULL == op->args || NULL == op->infos || NULL == op->results) {
+        free(op->args);
+        free(op->infos);
+        free(op->results);
+        free(op);
+        return NULL;
+    }
+    op->seq = seq;
+    op->shared = shared;
+    *pp = op;
+    return op;
+}
+
+/* Constructor @p call on the handle @p comm (see mca_pml_mpiv_endpoint_construct_fn_t).
+ * @context collective over every endpoint rank; any thread or ULT; blocks until every
+ * handle of this process called, and while the work runs. */
+int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg, int key,
+                                    ompi_info_t *info, ompi_communicator_t **newcomm)
+{
+    const char *name = call_name(call);
+    const int with_info = MCA_PML_MPIV_EP_DUP_WITH_INFO == call ||
+                          MCA_PML_MPIV_EP_SPLIT_TYPE == call;
+    mca_pml_mpiv_ep_shared_t *shared;
+    mca_pml_mpiv_ep_op_t *op;
+    ompi_communicator_t *result;
+    char message[288];
+    int k = 0, bad = 0, last, rc;
+    if (call < MCA_PML_MPIV_EP_DUP || call > MCA_PML_MPIV_EP_SPLIT_TYPE) {
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_ARG, "mpiv: an unknown constructor");
+    }
+    /* Argument errors are found here and reported by every rank after the exchange. */
+    if (NULL == newcomm) {
+        bad = BAD_NEWCOMM;
+    } else if (MCA_PML_MPIV_EP_SPLIT == call && arg < 0 && MPI_UNDEFINED != arg) {
+        bad = BAD_COLOR;
+    } else if (MCA_PML_MPIV_EP_SPLIT_TYPE == call && MPI_COMM_TYPE_SHARED != arg &&
+               MPI_UNDEFINED != arg) {
+        bad = BAD_SPLIT_TYPE;
+    } else if (with_info && (NULL == info || (MPI_INFO_NULL != info && ompi_info_is_freed(info)))) {
+        bad = BAD_INFO;
+    }
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    shared = mca_pml_mpiv_ep_lookup(comm, &k);
+    if (NULL == shared) {
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+        snprintf(message, sizeof(message), "%s: not an endpoints handle", name);
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_COMM, message);
+    }
+    /* The handles of this process meet by the number of the call on each. */
+    op = op_get(shared, shared->ops[k]);
+    if (NULL == op) {
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+        snprintf(message, sizeof(message), "%s: out of memory", name);
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_NO_MEM, message);
+    }
+    ++shared->ops[k];
+    op->args[k].call = call;
+    op->args[k].arg = arg;
+    op->args[k].key = key;
+    op->args[k].bad = bad;
+    op->infos[k] = with_info && 0 == bad && MPI_INFO_NULL != info ? &info->super : NULL;
+    last = ++op->arrived == shared->count;
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    if (last) {
+        /* The last handle of this process to arrive takes part for all of them. A ULT has
+         * a pthread do it: Open MPI's own waits inside (the context-id agreement) hold the
+         * worker without yielding, and the ULT of another communicator's call that a peer
+         * waits for may be queued behind it on this worker. */
+        if (!mca_pml_mpiv_in_ult() || !work_elsewhere(op)) {
+            work(op);
+        }
+    }
+    wait_flag(&op->done);
+    rc = op->rc;
+    result = op->results[k];
+    if (MPI_SUCCESS != rc) {
+        snprintf(message, sizeof(message), "%s: %s", name, op->why);
+    }
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    if (++op->taken == shared->count) {
+        mca_pml_mpiv_ep_op_t **pp;
+        for (pp = &shared->pending; *pp != op; pp = &(*pp)->next) {
+        }
+        *pp = op->next;
+        free(op->args);
+        free(op->infos);
+        free(op->results);
+        free(op);
+    }
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    if (NULL != newcomm) {
+        *newcomm = NULL != result ? result : MPI_COMM_NULL;
+    }
+    if (MPI_SUCCESS != rc) {
+        return OMPI_ERRHANDLER_INVOKE(comm, rc, message);
+    }
+    return MPI_SUCCESS;
+}
