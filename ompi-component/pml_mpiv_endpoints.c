@@ -17,10 +17,11 @@
  *   a split: any order (by key).
  * - A handle's group lists the process of every rank (a process appears once per endpoint
  *   it owns), with grp_my_rank = the handle's rank; ompi_comm_set over proc_comm.
- * - One context id for all handles of the communicator, agreed over proc_comm by Open MPI's
- *   own algorithm (ompi_comm_nextcid, one participant per process); Open MPI's table holds
- *   one handle of this process for it (the anchor), moved to a live sibling when the anchor
- *   is freed (del_comm), and released with the last handle.
+ * - One context id for all handles of the communicator, agreed over proc_comm by mpiv's
+ *   Gropp-Thakur agreement (mpiv_cid_agree: the mask of free ids, a process gate, the AND
+ *   of the masks, retry; one participant per process, the handles having met first);
+ *   Open MPI's table holds one handle of this process for it (the anchor), moved to a live
+ *   sibling when the anchor is freed (del_comm), and released with the last handle.
  * - Collectives run over point-to-point (coll components basic, libnbc, tuned: the info key
  *   ompi_comm_coll_preference excludes sm, han and adapt, which treat ranks as processes).
  * - Last, the processes agree over proc_comm that every one has its handles (the barrier of
@@ -48,10 +49,13 @@
 #include "ompi/group/group.h"
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/runtime/params.h"
+#include "opal/class/opal_pointer_array.h"
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/info.h"
 #include "opal/util/output.h"
 
 #include <mpiv/mpiv.h>
+#include <mpiv/mpiv_cid.h>
 
 #include "pml_mpiv_mpix.h"
 
@@ -62,6 +66,77 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
     __attribute__((visibility("default")));
 int mca_pml_mpiv_is_endpoint(ompi_communicator_t *comm) __attribute__((visibility("default")));
+
+/* Context ids (mpiv_cid_agree, Gropp and Thakur's algorithm): the host's side. An id is
+ * free when Open MPI's communicator table has nothing at it; reserving it puts the anchor
+ * handle there (opal_pointer_array_test_and_set_item, the same step by which Open MPI's
+ * own agreement takes an id, so the two never hand out one id twice); the collectives run
+ * over proc_comm, where each process takes part once. */
+typedef struct {
+    ompi_communicator_t *proc_comm, *anchor;
+} cid_ctx_t;
+
+static int cid_is_free(void *ctx, uint32_t id)
+{
+    (void) ctx;
+    return NULL == opal_pointer_array_get_item(&ompi_mpi_communicators, (int) id);
+}
+
+static int cid_reserve(void *ctx, uint32_t id)
+{
+    return opal_pointer_array_test_and_set_item(&ompi_mpi_communicators, (int) id,
+                                                ((cid_ctx_t *) ctx)->anchor);
+}
+
+static void cid_release(void *ctx, uint32_t id)
+{
+    (void) ctx;
+    (void) opal_pointer_array_set_item(&ompi_mpi_communicators, (int) id, NULL);
+}
+
+static int cid_band(void *ctx, uint64_t *words, size_t count)
+{
+    return PMPI_Allreduce(MPI_IN_PLACE, words, (int) count, MPI_UINT64_T, MPI_BAND,
+                          ((cid_ctx_t *) ctx)->proc_comm);
+}
+
+static int cid_min(void *ctx, int *value)
+{
+    return PMPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_INT, MPI_MIN,
+                          ((cid_ctx_t *) ctx)->proc_comm);
+}
+
+static void cid_idle(void *ctx)
+{
+    (void) ctx;
+    opal_progress();
+}
+
+/* Agree on the context id of a new endpoints communicator over @p proc_comm and give it to
+ * @p anchor (in Open MPI's table too). Returns an MPI error code. */
+static int agree_cid(ompi_communicator_t *proc_comm, ompi_communicator_t *anchor)
+{
+    cid_ctx_t ctx = {proc_comm, anchor};
+    mpiv_cid_ops_t ops = {0};
+    uint32_t id = 0;
+    mpiv_status_t st;
+    ops.ctx = &ctx;
+    ops.first = 1; /* 0 is MPI_COMM_WORLD's (the predefined ones are in the table anyway) */
+    ops.limit = mca_pml_mpiv_module.pml_max_contextid + 1u;
+    ops.key = proc_comm->c_contextid; /* the same on every process */
+    ops.is_free = cid_is_free;
+    ops.reserve = cid_reserve;
+    ops.release = cid_release;
+    ops.allreduce_band = cid_band;
+    ops.allreduce_min = cid_min;
+    ops.idle = cid_idle;
+    st = mpiv_cid_agree(&ops, &id);
+    if (MPIV_OK != st) {
+        return MPIV_ERR_CAPACITY == st ? MPI_ERR_NO_MEM : MPI_ERR_INTERN;
+    }
+    anchor->c_contextid = id;
+    return MPI_SUCCESS;
+}
 
 mca_pml_mpiv_ep_shared_t *mca_pml_mpiv_ep_lookup(ompi_communicator_t *comm, int *k_p)
 {
@@ -240,10 +315,8 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
         shared->handles[k] = h;
     }
     /* One context id, agreed by the processes (one participant each) over proc_comm. */
-    rc = ompi_comm_nextcid(shared->handles[0], proc_comm, NULL, NULL, NULL, false,
-                           OMPI_COMM_CID_INTRA);
-    if (OMPI_SUCCESS != rc) {
-        rc = MPI_ERR_INTERN;
+    rc = agree_cid(proc_comm, shared->handles[0]);
+    if (MPI_SUCCESS != rc) {
         goto err_handles;
     }
     for (int k = 1; k < mine; ++k) {
