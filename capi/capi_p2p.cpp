@@ -135,14 +135,15 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint1
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create_endpoints(
     mpiv_p2p_t *engine, uint16_t cid, int32_t size, const uint32_t *rank_peer,
-    const uint16_t *rank_ep, uint32_t capacity, mpiv_p2p_comm_t **handles_p)
+    const uint16_t *rank_ep, const uint16_t *rank_queue, uint32_t capacity,
+    mpiv_p2p_comm_t **handles_p)
 {
     if (engine == nullptr || handles_p == nullptr) {
         return null_arg(__func__, engine == nullptr ? "engine" : "handles_p");
     }
     static_assert(sizeof(mpiv_p2p_comm_t *) == sizeof(ep::comm_state *), "handles are pointers");
     return to_c(eng(engine)->comm_create_endpoints(
-        cid, size, rank_peer, rank_ep, reinterpret_cast<ep::comm_state **>(handles_p), capacity));
+        cid, size, rank_peer, rank_ep, rank_queue, reinterpret_cast<ep::comm_state **>(handles_p), capacity));
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm)

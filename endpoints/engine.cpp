@@ -567,6 +567,7 @@ status engine::comm_create(std::uint16_t cid, std::int32_t size, unsigned assert
 
 status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
                                      const std::uint32_t *rank_peer, const std::uint16_t *rank_ep,
+                                     const std::uint16_t *rank_queue,
                                      comm_state **handles_p, std::uint32_t capacity) noexcept
 {
     // Handles of this process, in endpoint order; every peer's endpoints numbered 0, 1, ...
@@ -582,6 +583,9 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
     g->cid = cid;
     try {
         g->rank_eps.assign(rank_ep, rank_ep + size);
+        g->rank_queues.assign(rank_queue != nullptr ? rank_queue : rank_ep,
+                              (rank_queue != nullptr ? rank_queue : rank_ep) + size);
+        std::vector<std::uint32_t> my_queue; // by endpoint index
         std::vector<std::uint32_t> next(params_.num_peers, 0);
         for (std::int32_t r = 0; r < size; ++r) {
             if (rank_peer[r] >= params_.num_peers || rank_ep[r] != next[rank_peer[r]]) {
@@ -593,6 +597,10 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
                 return status::invalid_arg;
             }
             ++next[rank_peer[r]];
+            if (rank_peer[r] == params_.self) {
+                my_queue.push_back(g->rank_queues[static_cast<std::size_t>(r)] %
+                                   static_cast<std::uint32_t>(inbound_.size()));
+            }
         }
         const std::uint32_t mine = next[params_.self];
         if (mine == 0 || mine > capacity || mine > UINT16_MAX) {
@@ -606,7 +614,8 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
             h->cid = cid;
             h->group = g.get();
             h->rank_ep = g->rank_eps.data();
-            h->queue = k % static_cast<std::uint32_t>(inbound_.size()); // as senders pick it
+            h->rank_queue = g->rank_queues.data();
+            h->queue = my_queue[k]; // as senders pick it
             h->inbox = serial_ ? nullptr : &inbound_[h->queue];
             match::comm_params cp;
             cp.cid = cid;

@@ -259,9 +259,9 @@ using comm_ticket = match::basic_comm<base::tlp_lock<base::ticket_lock, base::ti
 /// a handle, a comm_state whose matching is private (match::private_comm: no other
 /// handle's traffic in it, so a wildcard on one handle sees only messages to that endpoint
 /// rank) and the map rank -> endpoint index within its owner, which its sends put in the
-/// wire (dst_ep). Endpoint k of a process receives through one inbound queue only, number
-/// k mod (its queue count), which senders compute alike: so one sender's messages to it
-/// arrive in sending order and its matching is called only under that queue's consumer
+/// wire (dst_ep). Each endpoint receives through one inbound queue of its process only
+/// (the creator's rank -> queue map, which every process has; by default endpoint k uses
+/// queue k; both mod the queue count): so one sender's messages to it arrive in sending order and its matching is called only under that queue's consumer
 /// lock (drains hold it; posts, probes and cancels take it), without a lock of its own.
 /// The group, also a comm_state (no matching engine of its own), is what comms_[cid]
 /// holds: it owns the handles, indexed by endpoint index, routes each arrival to one, and
@@ -272,13 +272,15 @@ struct comm_state {
     std::unique_ptr<comm_ticket> ticket;
     std::unique_ptr<match::private_comm> priv; // an endpoints handle
     std::uint16_t cid;
-    // Endpoints: a handle's queue, its map, its group; a group's handles and map.
+    // Endpoints: a handle's queue, its maps, its group; a group's handles and maps.
     std::uint32_t queue = 0;
     shm::mpsc_queue<> *inbox = nullptr; // that queue (null: a serial engine, no lock)
     const std::uint16_t *rank_ep = nullptr;
+    const std::uint16_t *rank_queue = nullptr; // rank -> its inbound queue in its process
     comm_state *group = nullptr;
     std::vector<std::unique_ptr<comm_state>> eps;
     std::vector<std::uint16_t> rank_eps;
+    std::vector<std::uint16_t> rank_queues;
     std::uint32_t live_handles = 0; // a group's handles not destroyed yet (pending_mu_)
     bool destroyed = false;         // a handle destroyed (pending_mu_)
 
@@ -373,11 +375,14 @@ class engine {
     [[nodiscard]] status comm_create(std::uint16_t cid, std::int32_t size, unsigned assertions,
                                      comm_state *&comm_p) noexcept;
     /// An endpoints communicator of @p size ranks: rank r belongs to peer @p rank_peer[r]
-    /// as its endpoint @p rank_ep[r] (0, 1, ... in rank order per peer); this process's
-    /// ranks become handles_p[0 .. its count) in endpoint order (mpiv_p2p_comm_create_endpoints).
+    /// as its endpoint @p rank_ep[r] (0, 1, ... in rank order per peer), which receives
+    /// through that peer's inbound queue @p rank_queue[r] (null: rank_ep[r]; taken modulo
+    /// the peer's queue count); this process's ranks become handles_p[0 .. its count) in
+    /// endpoint order (mpiv_p2p_comm_create_endpoints).
     [[nodiscard]] status comm_create_endpoints(std::uint16_t cid, std::int32_t size,
                                                const std::uint32_t *rank_peer,
                                                const std::uint16_t *rank_ep,
+                                               const std::uint16_t *rank_queue,
                                                comm_state **handles_p,
                                                std::uint32_t capacity) noexcept;
     [[nodiscard]] status comm_destroy(comm_state *comm) noexcept;

@@ -16,11 +16,11 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
 {
     peer_state &p = peers_[peer];
     const std::size_t n = p.queues.size();
-    // To an endpoints handle: its one queue (dst_ep mod the peer's queue count), so one
-    // sender's messages to it arrive in order and only that queue's drains match them.
-    // Otherwise this thread's endpoint, or the next queue with room.
+    // To an endpoints handle: its one queue (from the rank map, mod the peer's queue
+    // count), so one sender's messages to it arrive in order and only that queue's drains
+    // match them. Otherwise this thread's endpoint, or the next queue with room.
     const bool to_handle = seq_comm != nullptr && seq_comm->priv != nullptr;
-    const std::size_t ep = to_handle ? w.dst_ep : my_endpoint();
+    const std::size_t ep = to_handle ? seq_comm->rank_queue[dest] : my_endpoint();
     std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
     const std::size_t tries = to_handle ? 1 : n;
     // The header, then (inline payload past k_wire_inline) the rest, in one message: the
@@ -51,8 +51,10 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
             std::memcpy(message, &w, sizeof w);
             std::memcpy(message + sizeof w, more, more_bytes);
         }
+        // Last, after every write the receiver may read (w itself too: a receiver in this
+        // process checks a rendezvous against the sending op's header).
+        detail::tsan_pushing();
     };
-    detail::tsan_pushing();
     for (std::size_t i = 0; i < tries; ++i) {
         if (p.queues[q].try_push(bytes, len, finish) == status::ok) {
             if (!numbered) {

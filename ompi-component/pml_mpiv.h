@@ -49,6 +49,7 @@ typedef struct mca_pml_mpiv_globals {
     /* state */
     int output;           /* opal_output stream */
     mpiv_p2p_t *engine;
+    uint32_t queues;      /* the engine's endpoints (inbound queues) */
     bool serial;          /* below MPI_THREAD_MULTIPLE with inline progress: MPI calls and
                              completions never overlap, so request words need no atomics */
     bool *connected;      /* per world rank */
@@ -117,6 +118,9 @@ int mca_pml_mpiv_del_procs(struct ompi_proc_t **procs, size_t nprocs);
 int mca_pml_mpiv_progress(void);
 int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm);
 int mca_pml_mpiv_del_comm(struct ompi_communicator_t *comm);
+/* Apply the MPI-4 assertion hints of @p comm to its matching state, now and on every
+ * MPI_Comm_set_info (pml_mpiv_peers.c; add_comm does it, and so does an endpoints handle). */
+void mca_pml_mpiv_subscribe_assertions(struct ompi_communicator_t *comm);
 
 /* the engine's completion callback */
 void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);

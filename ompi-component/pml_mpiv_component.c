@@ -336,6 +336,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.self = OMPI_PROC_MY_NAME->vpid;
     params.num_peers = orte_process_info.num_procs;
     params.endpoints = (uint32_t) (mca_pml_mpiv.workers > 0 ? mca_pml_mpiv.workers : pus);
+    mca_pml_mpiv.queues = params.endpoints;
     params.queue_slots = (uint32_t) mca_pml_mpiv.queue_slots;
     params.eager_limit = (uint32_t) mca_pml_mpiv.eager_limit;
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;

@@ -173,6 +173,7 @@ static void shared_free(mca_pml_mpiv_ep_shared_t *shared)
         free(shared->my_ranks);
         free(shared->proc_counts);
         free(shared->rank_proc);
+        free(shared->rank_queue);
         free(shared);
     }
 }
@@ -214,6 +215,9 @@ static int finish_handle(ompi_communicator_t *h, mpiv_p2p_comm_t *engine_handle,
         }
         (void) opal_info_set(h->super.s_info, "ompi_comm_coll_preference", "^sm,han,adapt");
     }
+    /* The MPI-4 assertions among the hints apply to the handle's own matching now, and
+     * MPI_Comm_set_info changes them later, as on any communicator. */
+    mca_pml_mpiv_subscribe_assertions(h);
     if (copy_attrs && NULL != like && NULL != like->c_keyhash) {
         int ret = ompi_attr_hash_init(&h->c_keyhash);
         if (OMPI_SUCCESS == ret) {
@@ -245,7 +249,8 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
     *why_p = "out of memory";
     rc = MPI_ERR_NO_MEM;
     if (NULL == shared || NULL == (shared->proc_counts = calloc((size_t) nprocs, sizeof(int))) ||
-        NULL == (shared->rank_proc = malloc(sizeof(int) * (size_t) (total > 0 ? total : 1)))) {
+        NULL == (shared->rank_proc = malloc(sizeof(int) * (size_t) (total > 0 ? total : 1))) ||
+        NULL == (shared->rank_queue = malloc(sizeof(uint16_t) * (size_t) (total > 0 ? total : 1)))) {
         goto err_free;
     }
     /* The same map on every process: a bad one fails everywhere. */
@@ -287,6 +292,7 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
         const int p = shared->rank_proc[r];
         rank_peer[r] = proc_peer[p];
         rank_ep[r] = next[p]++;
+        shared->rank_queue[r] = NULL != spec->rank_queue ? spec->rank_queue[r] : rank_ep[r];
         if (p == me) {
             shared->my_ranks[rank_ep[r]] = r;
         }
@@ -325,7 +331,8 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
     /* From here on every process reaches the agreement below. */
     rc = mpiv_p2p_comm_create_endpoints(mca_pml_mpiv.engine,
                                         (uint16_t) shared->handles[0]->c_contextid, total,
-                                        rank_peer, rank_ep, (uint32_t) mine, engine_handles);
+                                        rank_peer, rank_ep, shared->rank_queue, (uint32_t) mine,
+                                        engine_handles);
     if (MPIV_OK != rc) {
         rc = ompi_errcode_get_mpi_code(mca_pml_mpiv_map_status(rc));
         ok = 0;
@@ -359,9 +366,17 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
     free(engine_handles);
     engine_handles = NULL;
     if (all_ok) {
-        opal_output_verbose(2, mca_pml_mpiv.output,
-                            "pml mpiv: endpoints communicator %u: %d ranks, %d here (first %d)",
-                            out[0]->c_contextid, total, mine, shared->my_ranks[0]);
+        if (opal_output_get_verbosity(mca_pml_mpiv.output) >= 2) {
+            char queues[128] = "";
+            for (int k = 0, at = 0; k < mine && at < (int) sizeof(queues) - 8; ++k) {
+                at += snprintf(queues + at, sizeof(queues) - (size_t) at, "%s%u", k ? "," : "",
+                               shared->rank_queue[shared->my_ranks[k]] % mca_pml_mpiv.queues);
+            }
+            opal_output(mca_pml_mpiv.output,
+                        "pml mpiv: endpoints communicator %u: %d ranks, %d here (first %d), "
+                        "receiving through worker endpoints %s",
+                        out[0]->c_contextid, total, mine, shared->my_ranks[0], queues);
+        }
         return MPI_SUCCESS;
     }
     if (ok) {
@@ -401,15 +416,53 @@ err_free:
     return rc;
 }
 
+/* The info key mpiv_worker: a comma-separated list of engine endpoints (inbound queues),
+ * handle k's being entry k mod (the list's length); without it handle k takes queue k mod
+ * (the queue count). Fills queues[0 .. n); false when the value is not such a list. */
+static bool parse_workers(opal_info_t *info, int n, uint16_t *queues)
+{
+    char value[OPAL_MAX_INFO_VAL + 1];
+    long list[256];
+    int flag = 0, len = 0;
+    if (NULL != info) {
+        (void) opal_info_get(info, "mpiv_worker", OPAL_MAX_INFO_VAL, value, &flag);
+    }
+    if (flag) {
+        char *p = value, *end = NULL;
+        do {
+            if (len == (int) (sizeof(list) / sizeof(list[0]))) {
+                return false;
+            }
+            list[len] = strtol(p, &end, 10);
+            if (end == p || list[len] < 0 || list[len] >= (long) mca_pml_mpiv.queues) {
+                return false;
+            }
+            ++len;
+            while (' ' == *end) {
+                ++end;
+            }
+            p = end + 1;
+        } while (',' == *end);
+        if ('\0' != *end) {
+            return false;
+        }
+    }
+    for (int k = 0; k < n; ++k) {
+        queues[k] = (uint16_t) (flag ? list[k % len] : k % (int) mca_pml_mpiv.queues);
+    }
+    return true;
+}
+
 int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                   opal_info_t *info, ompi_communicator_t **out)
 {
     const int nprocs = ompi_comm_size(parent);
     mca_pml_mpiv_ep_spec_t spec = {.errh = parent->error_handler};
-    int *counts = NULL, *rank_proc = NULL, total = 0, bad = 0, rc;
+    int *counts = NULL, *rank_proc = NULL, *pairs = NULL, *displs = NULL;
+    int total = 0, bad = 0, bad_info = 0, rc, mine[2];
+    uint16_t *my_queues = NULL, *rank_queue = NULL;
     const char *why = "out of memory";
-    char message[192];
-    (void) info;
+    char message[256];
     if (mca_pml_mpiv_is_endpoint(parent)) {
         return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_COMM,
                                       "MPIX_Comm_create_endpoints: the parent is an endpoints "
@@ -425,27 +478,57 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
                                       "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE "
                                       "(the program initialized MPI at a lower thread level)");
     }
-    /* Every process learns every count first: a bad one fails the call everywhere. */
+    /* Every process learns every count and whether its info was good first: a bad one
+     * fails the call everywhere. */
     rc = MPI_ERR_NO_MEM;
     counts = malloc(sizeof(int) * (size_t) nprocs);
-    if (NULL == counts) {
+    displs = malloc(sizeof(int) * (size_t) nprocs);
+    pairs = malloc(sizeof(int) * 2 * (size_t) nprocs);
+    my_queues = malloc(sizeof(uint16_t) * (size_t) (my_num_ep > 0 ? my_num_ep : 1));
+    if (NULL == counts || NULL == displs || NULL == pairs || NULL == my_queues) {
         goto out;
     }
-    rc = PMPI_Allgather(&my_num_ep, 1, MPI_INT, counts, 1, MPI_INT, parent);
+    mine[0] = my_num_ep;
+    mine[1] = my_num_ep > 0 && my_num_ep <= UINT16_MAX && !parse_workers(info, my_num_ep, my_queues);
+    rc = PMPI_Allgather(mine, 2, MPI_INT, pairs, 2, MPI_INT, parent);
     if (MPI_SUCCESS != rc) {
         why = "the exchange of the counts failed";
         goto out;
     }
     for (int p = 0; p < nprocs; ++p) {
+        counts[p] = pairs[2 * p];
+        bad_info |= pairs[2 * p + 1];
         if (counts[p] < 1 || counts[p] > UINT16_MAX || total > INT32_MAX - counts[p]) {
             bad = 1;
         } else {
+            displs[p] = total;
             total += counts[p];
         }
     }
     if (bad) {
         rc = MPI_ERR_ARG;
         why = "my_num_ep must be at least 1 (and at most 65535) on every process";
+        goto out;
+    }
+    if (bad_info) {
+        rc = MPI_ERR_INFO_VALUE;
+        snprintf(message, sizeof(message),
+                 "the info key mpiv_worker must be a comma-separated list of worker endpoints, "
+                 "each 0..%u, on every process (pml_mpiv_workers)",
+                 mca_pml_mpiv.queues - 1);
+        why = message;
+        goto out;
+    }
+    /* Every rank's inbound queue in its process, which its senders use. */
+    rc = MPI_ERR_NO_MEM;
+    rank_queue = malloc(sizeof(uint16_t) * (size_t) total);
+    if (NULL == rank_queue) {
+        goto out;
+    }
+    rc = PMPI_Allgatherv(my_queues, my_num_ep, MPI_UINT16_T, rank_queue, counts, displs,
+                         MPI_UINT16_T, parent);
+    if (MPI_SUCCESS != rc) {
+        why = "the exchange of the endpoints' queues failed";
         goto out;
     }
     /* Ranks by parent rank, then by handle index. */
@@ -466,13 +549,19 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     }
     spec.total = total;
     spec.rank_proc = rank_proc;
+    spec.rank_queue = rank_queue;
     rc = mca_pml_mpiv_ep_build(&spec, out, &why);
 out:
     free(rank_proc);
+    free(rank_queue);
+    free(my_queues);
+    free(pairs);
+    free(displs);
     free(counts);
     if (MPI_SUCCESS != rc) {
-        snprintf(message, sizeof(message), "MPIX_Comm_create_endpoints: %s", why);
-        return OMPI_ERRHANDLER_INVOKE(parent, rc, message);
+        char text[320];
+        snprintf(text, sizeof(text), "MPIX_Comm_create_endpoints: %s", why);
+        return OMPI_ERRHANDLER_INVOKE(parent, rc, text);
     }
     return MPI_SUCCESS;
 }

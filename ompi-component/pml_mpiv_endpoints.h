@@ -25,6 +25,7 @@ typedef struct mca_pml_mpiv_ep_shared {
     int count;                          /* endpoints (handles) of this process */
     int total;                          /* ranks of the communicator */
     int *rank_proc;                     /* rank -> proc_comm rank of its process */
+    uint16_t *rank_queue;               /* rank -> its inbound queue in its process */
     int *proc_counts;                   /* proc_comm rank -> its endpoints */
     int *my_ranks;                      /* endpoint index -> rank (increasing) */
     uint64_t *ops;                      /* constructor calls per handle (ep_lock) */
@@ -44,6 +45,7 @@ typedef struct mca_pml_mpiv_ep_spec {
     ompi_communicator_t *proc_comm;     /* its processes, one rank each (build takes it) */
     int total;                          /* ranks */
     const int *rank_proc;               /* rank -> proc_comm rank of its process */
+    const uint16_t *rank_queue;         /* rank -> its inbound queue (NULL: endpoint index) */
     /* By new endpoint index (NULL: errh): the handle whose error handler it takes, and
      * whose attributes it copies when copy_attrs */
     ompi_communicator_t *const *like;

@@ -100,6 +100,7 @@ typedef struct scratch {
     } *members;                               /* ranks of some color, sorted */
     int *old_ep;                              /* rank -> endpoint index here, or -1 */
     int *has, *sub_rank, *rank_proc;          /* a round: processes, the new map */
+    uint16_t *rank_queue;                     /* a round: the new ranks' queues (kept) */
     int *eps;                                 /* a round: new endpoint -> old endpoint */
     ompi_communicator_t **like, **made;
     opal_info_t **infos;
@@ -145,6 +146,7 @@ static void scratch_free(scratch_t *s)
     free(s->has);
     free(s->sub_rank);
     free(s->rank_proc);
+    free(s->rank_queue);
     free(s->eps);
     free(s->like);
     free(s->made);
@@ -166,13 +168,14 @@ static bool scratch_alloc(scratch_t *s, int n, int total, int nprocs)
     s->has = malloc(sizeof(int) * p);
     s->sub_rank = malloc(sizeof(int) * p);
     s->rank_proc = malloc(sizeof(int) * t);
+    s->rank_queue = malloc(sizeof(uint16_t) * t);
     s->eps = malloc(sizeof(int) * h);
     s->like = malloc(sizeof(*s->like) * h);
     s->made = malloc(sizeof(*s->made) * h);
     s->infos = malloc(sizeof(*s->infos) * h);
     return NULL != s->mine && NULL != s->all && NULL != s->counts && NULL != s->displs &&
            NULL != s->next && NULL != s->recs && NULL != s->members && NULL != s->old_ep &&
-           NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc && NULL != s->eps &&
+           NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc && NULL != s->rank_queue && NULL != s->eps &&
            NULL != s->like && NULL != s->made && NULL != s->infos;
 }
 
@@ -205,6 +208,7 @@ static void run_dup(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
 {
     mca_pml_mpiv_ep_spec_t spec = {.total = sh->total,
                                    .rank_proc = sh->rank_proc,
+                                   .rank_queue = sh->rank_queue,
                                    .like = sh->handles,
                                    .copy_attrs = true,
                                    .infos = op->infos};
@@ -264,6 +268,7 @@ static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, sc
         for (int i = first; i < end; ++i) {
             const int r = s->members[i].rank, p = sh->rank_proc[r];
             s->rank_proc[i - first] = s->sub_rank[p];
+            s->rank_queue[i - first] = sh->rank_queue[r]; /* an endpoint keeps its queue */
             if (p == me) {
                 /* This process's ranks of the color, by new rank: endpoint 0, 1, ... */
                 s->eps[j] = s->old_ep[r];
@@ -275,6 +280,7 @@ static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, sc
         const mca_pml_mpiv_ep_spec_t spec = {.proc_comm = sub,
                                              .total = end - first,
                                              .rank_proc = s->rank_proc,
+                                             .rank_queue = s->rank_queue,
                                              .like = s->like,
                                              .infos = s->infos};
         const char *why = NULL;

@@ -185,6 +185,14 @@ static char *assertion_changed(opal_infosubscriber_t *obj, char *key, char *valu
     return value;
 }
 
+void mca_pml_mpiv_subscribe_assertions(ompi_communicator_t *comm)
+{
+    for (size_t i = 0; i < NUM_ASSERTION_KEYS; ++i) {
+        opal_infosubscribe_subscribe(&comm->super, (char *) assertion_keys[i].key, "false",
+                                     assertion_changed);
+    }
+}
+
 int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
 {
     mpiv_p2p_comm_t *c = NULL;
@@ -211,10 +219,7 @@ int mca_pml_mpiv_add_comm(struct ompi_communicator_t *comm)
     opal_output_verbose(3, mca_pml_mpiv.output, "pml mpiv: communicator %u (%d ranks, assertions 0x%x)",
                         comm->c_contextid, mca_pml_mpiv_remote_size(comm), assertions);
     comm->c_pml_comm = (struct mca_pml_comm_t *) c;
-    for (size_t i = 0; i < NUM_ASSERTION_KEYS; ++i) {
-        opal_infosubscribe_subscribe(&comm->super, (char *) assertion_keys[i].key, "false",
-                                     assertion_changed);
-    }
+    mca_pml_mpiv_subscribe_assertions(comm);
     return OMPI_SUCCESS;
 }
 

@@ -174,7 +174,9 @@ MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, in
 
 /** Create the matching state of an endpoints communicator (MPIX_Comm_create_endpoints)
  *  with context id @p cid and @p size ranks: rank r is endpoint @p rank_ep[r] of peer
- *  @p rank_peer[r], each peer's endpoints numbered 0, 1, ... in rank order. Each rank of
+ *  @p rank_peer[r], each peer's endpoints numbered 0, 1, ... in rank order; it receives
+ *  through inbound queue @p rank_queue[r] of its process (modulo its queue count; NULL:
+ *  queue rank_ep[r]), and every process must be given the same map. Each rank of
  *  this process becomes a handle of its own, handles_p[k] for endpoint k (at most
  *  @p capacity), used like any communicator state with that rank as self_rank: it
  *  matches only the messages sent to its rank, in a table of its own (a wildcard receive
@@ -186,7 +188,9 @@ MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid, in
  *  NOMEM. */
 MPIV_API mpiv_status_t mpiv_p2p_comm_create_endpoints(mpiv_p2p_t *engine, uint16_t cid,
                                                       int32_t size, const uint32_t *rank_peer,
-                                                      const uint16_t *rank_ep, uint32_t capacity,
+                                                      const uint16_t *rank_ep,
+                                                      const uint16_t *rank_queue,
+                                                      uint32_t capacity,
                                                       mpiv_p2p_comm_t **handles_p);
 
 /** The MPIV_P2P_ASSERT_* bits @p comm has now; 0 for NULL. */

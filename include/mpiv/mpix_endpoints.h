@@ -39,7 +39,14 @@ extern "C" {
  *        ranks ordered by parent rank, then by handle index.
  * @param[in]  parent_comm    the parent intra-communicator
  * @param[in]  my_num_ep      ranks (handles) this process wants, 1 .. 65535
- * @param[in]  info           hints (none defined yet; MPI_INFO_NULL)
+ * @param[in]  info           hints, or MPI_INFO_NULL. "mpiv_worker": a comma-separated list
+ *                            of mpiv worker endpoints (0 .. pml_mpiv_workers - 1); handle k
+ *                            receives through entry k mod (the list's length), by default
+ *                            through endpoint k mod pml_mpiv_workers. Its messages are
+ *                            matched by whichever thread drains that endpoint's queue, so a
+ *                            thread that serves a handle does best on the handle's endpoint.
+ *                            A bad value on any process fails the call on every process
+ *                            (MPI_ERR_INFO_VALUE). Dups and splits keep each endpoint's.
  * @param[out] out_comm_hdls  my_num_ep handles; handle i has rank (this process's first
  *                            rank) + i
  * @return MPI_SUCCESS; otherwise through @p parent_comm's error handler, with a message:

@@ -2,7 +2,9 @@
  * endpoints: MPIX_Comm_create_endpoints under pml mpiv (np 3; processes ask for 1, 3 and
  * 7 endpoints: 11 ranks).
  *
- * Each handle is driven by a pthread of its own, all at once:
+ * Rank 0 creates its handles with the info key mpiv_worker = "0" (all receive through
+ * worker endpoint 0; with "wide" both processes do), the others without it. Each handle
+ * is driven by a pthread of its own, all at once:
  *   - MPI_Comm_rank is the process's first rank plus the handle index, MPI_Comm_size 11;
  *   - every rank sends every rank (itself and ranks of its own process included) a
  *     message of 8 B, 2 KiB or 64 KiB whose bytes name the pair, and receives each from
@@ -15,12 +17,15 @@
  *   - MPI_Comm_idup on a handle fails with MPI_ERR_COMM (not supported yet: Open MPI's
  *     own would never agree on a context id; split and the others: endpoints_split.c);
  *   - each thread frees its handle.
+ * Before the threads start, each handle takes mpi_assert_no_any_source through
+ * MPI_Comm_set_info (an MPI_ANY_SOURCE receive then fails with MPI_ERR_ARG), and drops it.
  * With the argument "wide": np 2, 16 endpoints (threads) per process, the same checks.
  * With "churn": np 2, 4 threads per process, each on its own parent (a dup of
  * MPI_COMM_WORLD), create an endpoints communicator of 2 endpoints per process, pass a
  * message around its 4 ranks and free it, 50 times, all threads at once.
  * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
- * (MPI_ERR_ARG), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
+ * (MPI_ERR_ARG), mpiv_worker "0,x" on rank 1 only and "0,256" everywhere
+ * (MPI_ERR_INFO_VALUE on every process), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
  * MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
  * (OMPI_MCA_pml, as mpirun --mca pml sets it) the call fails with
  * MPI_ERR_UNSUPPORTED_OPERATION, and that is all this program checks.
@@ -140,13 +145,65 @@ static void *drive(void *arg)
 }
 
 /* MPIX_Comm_create_endpoints on @p parent must fail with error class @p want. */
-static void expect_error(MPI_Comm parent, int my_num_ep, int want, const char *what)
+static void expect_error_info(MPI_Comm parent, int my_num_ep, MPI_Info info, int want,
+                              const char *what)
 {
     MPI_Comm handles[MAX_EP];
     int cls = -1;
     MT_CALL(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
-    MPI_Error_class(MPIX_Comm_create_endpoints(parent, my_num_ep, MPI_INFO_NULL, handles), &cls);
+    MPI_Error_class(MPIX_Comm_create_endpoints(parent, my_num_ep, info, handles), &cls);
     MT_EXPECT_EQ(what, want, cls);
+}
+
+static void expect_error(MPI_Comm parent, int my_num_ep, int want, const char *what)
+{
+    expect_error_info(parent, my_num_ep, MPI_INFO_NULL, want, what);
+}
+
+/* An info with mpiv_worker = @p value (NULL: MPI_INFO_NULL). */
+static MPI_Info worker_info(const char *value)
+{
+    MPI_Info info = MPI_INFO_NULL;
+    if (NULL != value) {
+        MT_CALL(MPI_Info_create(&info));
+        MT_CALL(MPI_Info_set(info, "mpiv_worker", value));
+    }
+    return info;
+}
+
+/* The MPI-4 assertions on a handle (MPI_Comm_set_info, local in Open MPI): with
+ * mpi_assert_no_any_source an MPI_ANY_SOURCE receive fails with MPI_ERR_ARG, and
+ * MPI_Comm_get_info reports the hint; lifted, the wildcard works again. */
+static void check_assertions(MPI_Comm h)
+{
+    MPI_Info info, got;
+    MPI_Request req;
+    char value[16] = "";
+    int flag = 0, rank = -1, v = 7, in = 0, cls = -1;
+    MT_CALL(MPI_Comm_rank(h, &rank));
+    MT_CALL(MPI_Info_create(&info));
+    MT_CALL(MPI_Info_set(info, "mpi_assert_no_any_source", "true"));
+    MT_CALL(MPI_Comm_set_info(h, info));
+    MT_CALL(MPI_Comm_get_info(h, &got));
+    MT_CALL(MPI_Info_get(got, "mpi_assert_no_any_source", (int) sizeof(value) - 1, value, &flag));
+    MT_CALL(MPI_Info_free(&got));
+    MT_EXPECT_EQ("mpi_assert_no_any_source reported", 1, flag && 0 == strcmp(value, "true"));
+    MT_CALL(MPI_Comm_set_errhandler(h, MPI_ERRORS_RETURN));
+    const int rc = MPI_Irecv(&in, 1, MPI_INT, MPI_ANY_SOURCE, 5, h, &req);
+    MPI_Error_class(rc, &cls);
+    MT_EXPECT_EQ("MPI_ANY_SOURCE under mpi_assert_no_any_source", MPI_ERR_ARG, cls);
+    if (MPI_SUCCESS == rc) { /* (the assertion was not applied: take the receive back) */
+        MT_CALL(MPI_Cancel(&req));
+        MT_CALL(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    }
+    MT_CALL(MPI_Comm_set_errhandler(h, MPI_ERRORS_ARE_FATAL));
+    MT_CALL(MPI_Info_set(info, "mpi_assert_no_any_source", "false"));
+    MT_CALL(MPI_Comm_set_info(h, info));
+    MT_CALL(MPI_Info_free(&info));
+    MT_CALL(MPI_Irecv(&in, 1, MPI_INT, MPI_ANY_SOURCE, 5, h, &req));
+    MT_CALL(MPI_Send(&v, 1, MPI_INT, rank, 5, h));
+    MT_CALL(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    MT_EXPECT_EQ("MPI_ANY_SOURCE once the assertion is lifted", v, in);
 }
 
 enum { CHURN_THREADS = 4, CHURN_ROUNDS = 50 };
@@ -221,7 +278,16 @@ int main(int argc, char **argv)
         first += wide ? 16 : wanted[p];
     }
     MT_CALL(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL));
-    MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, MPI_INFO_NULL, handles));
+    /* Worker endpoint 0 for every handle of rank 0 (and of both processes with "wide"):
+     * the info key mpiv_worker places where a handle receives; the others by default. */
+    MPI_Info placed = worker_info(0 == mt_rank || wide ? "0" : NULL);
+    MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, placed, handles));
+    if (MPI_INFO_NULL != placed) {
+        MT_CALL(MPI_Info_free(&placed));
+    }
+    for (int k = 0; k < mine; ++k) {
+        check_assertions(handles[k]);
+    }
     for (int k = 0; k < mine; ++k) {
         ep[k].comm = handles[k];
         ep[k].first = first;
@@ -235,6 +301,13 @@ int main(int argc, char **argv)
 
     /* Errors come back through the parent's error handler. */
     expect_error(parent, 0, MPI_ERR_ARG, "my_num_ep 0: MPI_ERR_ARG");
+    /* A bad mpiv_worker on one process fails the call on every process. */
+    MPI_Info bad = worker_info(1 == mt_rank ? "0,x" : "0");
+    expect_error_info(parent, 2, bad, MPI_ERR_INFO_VALUE, "mpiv_worker 0,x on rank 1");
+    MT_CALL(MPI_Info_free(&bad));
+    bad = worker_info("0,256");
+    expect_error_info(parent, 1, bad, MPI_ERR_INFO_VALUE, "mpiv_worker 256");
+    MT_CALL(MPI_Info_free(&bad));
     MPI_Comm half;
     MT_CALL(MPI_Comm_split(MPI_COMM_WORLD, 0 == mt_rank, mt_rank, &half));
     MT_CALL(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 0 == mt_rank ? 1 : 0, 9, &inter));

@@ -33,11 +33,12 @@ class endpoints_test : public engine_test,
         engine_test::TearDown();
     }
     static int owner(int rank) { return static_cast<int>(k_peer[rank]); }
-    // Create the handles on engine @p e (ranks of e in handles_[rank]).
-    void create_on(int e)
+    // Create the handles on engine @p e (ranks of e in handles_[rank]), with the rank ->
+    // queue map @p queues (null: the default).
+    void create_on(int e, const std::uint16_t *queues = nullptr)
     {
         ep::comm_state *h[3] = {};
-        ASSERT_EQ(eng(e).comm_create_endpoints(k_ep_cid, k_ranks, k_peer, k_index, h, 3),
+        ASSERT_EQ(eng(e).comm_create_endpoints(k_ep_cid, k_ranks, k_peer, k_index, queues, h, 3),
                   status::ok);
         int k = 0;
         for (int r = 0; r < k_ranks; ++r) {
@@ -187,12 +188,12 @@ TEST_P(endpoints_test, bad_rank_maps_are_refused_and_handles_go_in_any_order)
     const std::uint16_t skips[k_ranks] = {0, 2, 0, 1, 2};       // peer 0: 0, 2
     const std::uint32_t unknown[k_ranks] = {0, 0, 1, 1, 7};     // peer 7 does not exist
     const std::uint32_t none_here[k_ranks] = {1, 1, 1, 1, 1};   // no rank of engine 0
-    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, skips, h, 3), status::invalid_arg);
-    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, unknown, k_index, h, 3), status::invalid_arg);
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, skips, nullptr, h, 3), status::invalid_arg);
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, unknown, k_index, nullptr, h, 3), status::invalid_arg);
     const std::uint16_t all_one[k_ranks] = {0, 1, 2, 3, 4};
-    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, none_here, all_one, h, 3),
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, none_here, all_one, nullptr, h, 3),
               status::invalid_arg);
-    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, k_index, h, 1), status::invalid_arg)
+    EXPECT_EQ(eng(0).comm_create_endpoints(30, k_ranks, k_peer, k_index, nullptr, h, 1), status::invalid_arg)
         << "room for 1 handle, 2 needed";
     EXPECT_GE(log.errors().size(), 4u);
     EXPECT_EQ(h[0], nullptr);
@@ -291,6 +292,37 @@ TEST_P(endpoints_test, threads_on_every_handle_at_once)
         threads[t].join();
     }
     EXPECT_EQ(bad.load(), 0);
+}
+
+// A rank -> queue map given at creation (the component's mpiv_worker info key) decides
+// which queue each endpoint receives through, modulo the queue count; by default endpoint
+// k's is queue k. Traffic between every pair still arrives, in order.
+TEST_P(endpoints_test, the_queue_map_places_each_endpoint)
+{
+    const std::uint16_t queues[k_ranks] = {3, 3, 6, 0, 1}; // 6 mod 4 queues: 2
+    create_on(0, queues);
+    create_on(1, queues);
+    EXPECT_EQ(handles_[0]->queue, 3u);
+    EXPECT_EQ(handles_[1]->queue, 3u);
+    EXPECT_EQ(handles_[2]->queue, 2u);
+    EXPECT_EQ(handles_[3]->queue, 0u);
+    EXPECT_EQ(handles_[4]->queue, 1u);
+    for (int from = 0; from < k_ranks; ++from) {
+        for (int to = 0; to < k_ranks; ++to) {
+            int v[2] = {from * 10 + to, from * 10 + to + 1000}, got[2] = {-1, -1};
+            sop s[2];
+            send_from(from, to, 4, &v[0], sizeof(int), s[0]);
+            send_from(from, to, 4, &v[1], sizeof(int), s[1]);
+            for (int i = 0; i < 2; ++i) {
+                rop r;
+                recv_at(to, from, 4, &got[i], sizeof(int), r);
+                EXPECT_EQ(finish(r).source, from);
+                EXPECT_EQ(got[i], v[i]) << from << " -> " << to << " in order";
+            }
+            finish(s[0]);
+            finish(s[1]);
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(copies, endpoints_test,

@@ -231,7 +231,7 @@ TEST_F(fuzz_test, message_for_an_endpoint_the_victim_lacks)
     const std::uint32_t peer[3] = {0, 0, 1};
     const std::uint16_t index[3] = {0, 1, 0};
     ep::comm_state *h[2] = {};
-    ASSERT_EQ(e_[0]->comm_create_endpoints(40, 3, peer, index, h, 2), status::ok);
+    ASSERT_EQ(e_[0]->comm_create_endpoints(40, 3, peer, index, nullptr, h, 2), status::ok);
     ep::wire w = header(ep::wire_kind::eager_inline);
     w.cid = 40;
     w.source = 2;
@@ -256,7 +256,7 @@ TEST_F(fuzz_test, message_for_an_endpoint_in_another_queue)
     const std::uint32_t peer[3] = {0, 0, 1};
     const std::uint16_t index[3] = {0, 1, 0};
     ep::comm_state *h[2] = {};
-    ASSERT_EQ(e_[0]->comm_create_endpoints(41, 3, peer, index, h, 2), status::ok);
+    ASSERT_EQ(e_[0]->comm_create_endpoints(41, 3, peer, index, nullptr, h, 2), status::ok);
     ASSERT_EQ(h[1]->queue, 1u);
     ep::wire w = header(ep::wire_kind::eager_inline);
     w.cid = 41;
