@@ -228,11 +228,6 @@ class basic_comm {
     static recv_node &as_recv(detail::link &l) noexcept { return static_cast<recv_node &>(l); }
     static msg_node &as_msg(detail::link &l) noexcept { return static_cast<msg_node &>(l); }
     static key key_of(const detail::link &l) noexcept { return key{l.cid_, l.source_, l.tag_}; }
-    static bool accepts(std::int32_t source, std::int32_t tag, const envelope &env) noexcept
-    {
-        return (source == k_any_source || source == env.source) &&
-               (tag == k_any_tag ? env.tag >= 0 : tag == env.tag);
-    }
     static void bind(recv_node &r, msg_node &m) noexcept;
 
     bool valid_pattern(std::int32_t source, std::int32_t tag) const noexcept;

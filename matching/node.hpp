@@ -39,6 +39,15 @@ struct envelope {
     bool ordered = true;     ///< false: sent under allow_overtaking, seq is meaningless
 };
 
+/// MPI's matching predicate: does a receive (@p source, @p tag), either of them maybe a
+/// wildcard, accept a message with envelope @p env? k_any_tag never matches a negative
+/// (internal) tag.
+inline bool accepts(std::int32_t source, std::int32_t tag, const envelope &env) noexcept
+{
+    return (source == k_any_source || source == env.source) &&
+           (tag == k_any_tag ? env.tag >= 0 : tag == env.tag);
+}
+
 namespace detail {
 
 /// The part of a node the hash table works on: the link of the key's FIFO and the key.

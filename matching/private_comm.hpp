@@ -234,11 +234,6 @@ class private_comm {
     {
     }
 
-    static bool accepts(std::int32_t source, std::int32_t tag, const envelope &env) noexcept
-    {
-        return (source == k_any_source || source == env.source) &&
-               (tag == k_any_tag ? env.tag >= 0 : tag == env.tag);
-    }
     bool valid_pattern(std::int32_t source, std::int32_t tag) const noexcept
     {
         const unsigned a = assertions();
