@@ -7,7 +7,7 @@
 #     mpiv takes its serial paths, which verbose level 2 reports);
 # comm_info at verbose level 2 (MPI_Comm_set_info assertions applied), the endpoints tests'
 # other modes (16 threads, churn, below MPI_THREAD_MULTIPLE; endpoints_split by 16 threads
-# and by 64 ULTs per process), and unexpected at verbose level 1 (the warning that messages
+# and by 64 ULTs per process; endpoints_p2p's patterns in both configurations), and unexpected at verbose level 1 (the warning that messages
 # pile up before their receives).
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
@@ -18,7 +18,7 @@ for config in \
     "--mca pml_mpiv_progress server --mca pml_mpiv_workers 3 --mca pml_mpiv_lock hmcs"; do
     for test in "p2p_sizes 2" "wildcards 3" "mt_stress 2" "ult 2" "ssend 2" "hol_block 3" \
         "mt_sizes 2" "waitany_reuse 2" "bsend_threads 2" "nbc_threads 4" "endpoints 3" \
-        "endpoints_ult 2" "endpoints_split 3"; do
+        "endpoints_ult 2" "endpoints_split 3" "endpoints_p2p 2"; do
         set -- $test
         if MPIV_TEST_MPIRUN_ARGS="$config" "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
             echo "PASS $1 with $config"
