@@ -96,7 +96,9 @@ static int component_register(void)
     reg_int("verbose",
             "Verbosity of the mpiv PML: 1 says why mpiv declines a job and warns (peers "
             "whose large messages come in two copies, messages piling up before their "
-            "receives), 2 shows the chosen configuration, 3 and 4 the engine's own log", OPAL_INFO_LVL_5,
+            "receives), 2 shows the placement (binding, workers and their PUs, progress, "
+            "lock, each peer's transport and copy mode, endpoints), 3 adds mpiv's debug log",
+            OPAL_INFO_LVL_5,
             &mca_pml_mpiv.verbose);
     reg_int("workers",
             "Worker endpoints (inbound queues) per process, 1..256; 0 = one per PU of the "
@@ -207,8 +209,8 @@ static void log_to_opal(int level, const char *message, void *ctx)
     if (MPIV_LOG_ERROR == level) {
         opal_output(0, "pml mpiv: %s", message);
     } else {
-        opal_output_verbose(MPIV_LOG_WARN == level ? 1 : 1 + level, mca_pml_mpiv.output,
-                            "pml mpiv: %s", message);
+        /* warnings at 1, information (placement, each peer's copy mode) at 2, debug at 3 */
+        opal_output_verbose(level, mca_pml_mpiv.output, "pml mpiv: %s", message);
     }
 }
 

@@ -5,7 +5,8 @@
 #   - pml_mpiv_stats 1 and 2: each process prints its non-zero counters at MPI_Finalize,
 #     one line each ("pml mpiv stats: rank R: NAME VALUE UNIT", per thread at 2);
 #   - pml_mpiv_verbose 2 states the placement: the process binding, progress (server PU or
-#     inline), the lock kind, and the transport and copy mode of each peer.
+#     inline), the lock kind, the transport and copy mode of each peer, and (a program
+#     with ULTs) each ULT worker's PU.
 # Environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +51,16 @@ if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" p2p_sizes 2 >
 else
     cat "$log"
     echo "FAIL pml_mpiv_verbose 2 placement lines"
+    status=1
+fi
+
+# The ULT workers' placement, once the program starts mpiv's runtime.
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" ult 2 >"$log" 2>&1 &&
+    [ "$(grep -cE 'mpiv_init: [0-9]+ ULT workers: worker 0 on PU [0-9]+' "$log")" -eq 2 ]; then
+    echo "PASS pml_mpiv_verbose 2 states the ULT workers' PUs"
+else
+    cat "$log"
+    echo "FAIL pml_mpiv_verbose 2: no line on the ULT workers"
     status=1
 fi
 exit $status
