@@ -3,9 +3,12 @@
  * algorithm (seed 001, Fig. 3: a mask of free ids per process, a local lock with
  * mask_in_use and lowestContextId, an allreduce (AND) of the masks, retry) with the
  * endpoint ranks of a process taking part as one: they meet first, and the last to arrive
- * runs the algorithm for all of them (ompi-component/pml_mpiv_endpoints.c: the handles
- * meet by call number, one of them builds the communicator over proc_comm, where Open
- * MPI's nextcid runs this algorithm's variant once per process).
+ * runs the algorithm for all of them (ompi-component/pml_mpiv_endpoints_ops.c: the handles
+ * meet by call number, one of them builds the communicator over proc_comm, where
+ * mpiv_cid_agree, base/cid.cpp, runs this algorithm once per process: in_use is its gate,
+ * lowest its lowest waiting key). base/cid.cpp adds a second collective that confirms the
+ * id in Open MPI's table (where Open MPI's own agreement for other communicators may take
+ * it meanwhile); the model leaves that out, as it has no other user of the ids.
  *
  * Two processes; two communicators A and B (input ids 1 and 2, both spanning both
  * processes) are duplicated at the same time; process 0 has E endpoint threads on A (they
