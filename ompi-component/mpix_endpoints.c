@@ -172,7 +172,8 @@ int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info inf
                  pml);
         return OMPI_ERRHANDLER_INVOKE(parent_comm, MPI_ERR_UNSUPPORTED_OPERATION, message);
     }
-    if (NULL == out_comm_hdls && my_num_ep > 0) {
+    /* On an endpoints handle mpiv checks it with the other ranks (no hang). */
+    if (NULL == out_comm_hdls && my_num_ep > 0 && !is_endpoint(parent_comm)) {
         return OMPI_ERRHANDLER_INVOKE(parent_comm, MPI_ERR_ARG,
                                       "MPIX_Comm_create_endpoints: out_comm_hdls is NULL");
     }

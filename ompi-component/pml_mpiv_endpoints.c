@@ -5,16 +5,17 @@
  * (mpiv_p2p_comm_create_endpoints). libmpiv-mpix (mpix_endpoints.c) forwards to
  * mca_pml_mpiv_create_endpoints when mpiv is the selected PML. This file builds handles
  * (for creation and for every constructor), keeps the registry and frees them; the
- * constructors called on a handle (dup, dup_with_info, split, split_type) are in
- * pml_mpiv_endpoints_ops.c.
+ * constructors called on a handle (dup, dup_with_info, split, split_type, and
+ * MPIX_Comm_create_endpoints with a handle as the parent) are in pml_mpiv_endpoints_ops.c.
  *
  * How a communicator's handles are built (mca_pml_mpiv_ep_build; Open MPI's own
  * structures stay consistent):
  * - A communicator is described by proc_comm, an ordinary communicator of its processes
  *   (one rank each), and a map rank -> process. A process's handles are its ranks in
  *   increasing order, endpoint index 0, 1, ... (the engine numbers every peer's endpoints
- *   so). Creation: the parent's processes, ranks ordered by parent rank then handle index;
- *   a split: any order (by key).
+ *   so). Creation: the parent's processes, ranks ordered by parent rank then handle index
+ *   (an endpoints parent: by its endpoint rank, pml_mpiv_endpoints_ops.c); a split: any
+ *   order (by key).
  * - A handle's group lists the process of every rank (a process appears once per endpoint
  *   it owns), with grp_my_rank = the handle's rank; ompi_comm_set over proc_comm.
  * - One context id for all handles of the communicator, agreed over proc_comm by mpiv's
@@ -34,7 +35,7 @@
  * (the proposal allows one thread to free them all in turn): the last one frees the shared
  * state and proc_comm. Memory per communicator and process: a group of `total` process
  * pointers per handle, the rank map (`total` ints), the engine's state.
- * Not for: an inter-communicator or endpoints parent (refused), a program below
+ * Not for: an inter-communicator parent (refused), a program below
  * MPI_THREAD_MULTIPLE (refused: the handles' collectives run concurrently).
  */
 #include "pml_mpiv_endpoints.h"
@@ -417,9 +418,9 @@ err_free:
 }
 
 /* The info key mpiv_worker: a comma-separated list of engine endpoints (inbound queues),
- * handle k's being entry k mod (the list's length); without it handle k takes queue k mod
- * (the queue count). Fills queues[0 .. n); false when the value is not such a list. */
-static bool parse_workers(opal_info_t *info, int n, uint16_t *queues)
+ * handle k's being entry k mod (the list's length); without it handle k takes queue
+ * (first + k) mod (the queue count). */
+bool mca_pml_mpiv_ep_parse_workers(opal_info_t *info, int n, int first, uint16_t *queues)
 {
     char value[OPAL_MAX_INFO_VAL + 1];
     long list[256];
@@ -448,7 +449,7 @@ static bool parse_workers(opal_info_t *info, int n, uint16_t *queues)
         }
     }
     for (int k = 0; k < n; ++k) {
-        queues[k] = (uint16_t) (flag ? list[k % len] : k % (int) mca_pml_mpiv.queues);
+        queues[k] = (uint16_t) (flag ? list[k % len] : (first + k) % (int) mca_pml_mpiv.queues);
     }
     return true;
 }
@@ -463,11 +464,6 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
     uint16_t *my_queues = NULL, *rank_queue = NULL;
     const char *why = "out of memory";
     char message[256];
-    if (mca_pml_mpiv_is_endpoint(parent)) {
-        return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_COMM,
-                                      "MPIX_Comm_create_endpoints: the parent is an endpoints "
-                                      "communicator (not supported yet)");
-    }
     if (OMPI_COMM_IS_INTER(parent)) {
         return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_COMM,
                                       "MPIX_Comm_create_endpoints: the parent is an "
@@ -477,6 +473,10 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
         return OMPI_ERRHANDLER_INVOKE(parent, MPI_ERR_OTHER,
                                       "MPIX_Comm_create_endpoints: needs MPI_THREAD_MULTIPLE "
                                       "(the program initialized MPI at a lower thread level)");
+    }
+    if (mca_pml_mpiv_is_endpoint(parent)) {
+        /* Every endpoint rank of the parent calls: its handles meet (pml_mpiv_endpoints_ops.c). */
+        return mca_pml_mpiv_ep_create_on_handle(parent, my_num_ep, info, out);
     }
     /* Every process learns every count and whether its info was good first: a bad one
      * fails the call everywhere. */
@@ -489,7 +489,8 @@ int mca_pml_mpiv_create_endpoints(ompi_communicator_t *parent, int my_num_ep,
         goto out;
     }
     mine[0] = my_num_ep;
-    mine[1] = my_num_ep > 0 && my_num_ep <= UINT16_MAX && !parse_workers(info, my_num_ep, my_queues);
+    mine[1] = my_num_ep > 0 && my_num_ep <= UINT16_MAX &&
+              !mca_pml_mpiv_ep_parse_workers(info, my_num_ep, 0, my_queues);
     rc = PMPI_Allgather(mine, 2, MPI_INT, pairs, 2, MPI_INT, parent);
     if (MPI_SUCCESS != rc) {
         why = "the exchange of the counts failed";

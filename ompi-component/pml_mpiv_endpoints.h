@@ -71,6 +71,26 @@ typedef struct mca_pml_mpiv_ep_spec {
 int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_t **out,
                           const char **why_p);
 
+/** The queues of @p n new endpoints of one MPIX_Comm_create_endpoints call: with the info
+ *  key mpiv_worker (a comma-separated list of worker endpoints) entry k mod its length for
+ *  the k-th, else (@p first + k) mod the queue count.
+ *  @param[out] queues  n entries
+ *  @return false when the key's value is not such a list
+ *  @context any thread */
+bool mca_pml_mpiv_ep_parse_workers(opal_info_t *info, int n, int first, uint16_t *queues);
+
+/** MPIX_Comm_create_endpoints(@p parent, @p my_num_ep, @p info, @p out) where @p parent is
+ *  an endpoints handle: one of the constructor calls of pml_mpiv_endpoints_ops.c (the
+ *  handles of a process meet), collective over every endpoint rank of the parent. The new
+ *  communicator has the sum of every rank's my_num_ep ranks, by parent rank, then by index
+ *  in its out array; errors (a bad count on any rank, another constructor as the same
+ *  call) fail every rank, through @p parent's error handler.
+ *  @param[out] out  my_num_ep handles, written on success only
+ *  @return MPI_SUCCESS or what the error handler returned
+ *  @context any thread or ULT; blocks (collective) */
+int mca_pml_mpiv_ep_create_on_handle(ompi_communicator_t *parent, int my_num_ep,
+                                     opal_info_t *info, ompi_communicator_t **out);
+
 END_C_DECLS
 
 #endif /* PML_MPIV_ENDPOINTS_H */

@@ -1,7 +1,9 @@
 /*
  * pml_mpiv_endpoints_ops.c: communicator constructors called on an endpoints handle:
  * MPI_Comm_dup, MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type
- * (libmpiv-mpix sends them here, mca_pml_mpiv_endpoint_construct). Every endpoint rank
+ * (libmpiv-mpix sends them here, mca_pml_mpiv_endpoint_construct), and
+ * MPIX_Comm_create_endpoints with a handle as the parent (mca_pml_mpiv_create_endpoints
+ * sends it here, mca_pml_mpiv_ep_create_on_handle). Every endpoint rank
  * calls them, several threads or ULTs of a process at once; Open MPI's own would run the
  * context-id agreement once per handle, with a process's handles competing against each
  * other for ids, and never agree.
@@ -35,15 +37,25 @@
  *   split_type MPI_COMM_TYPE_SHARED: color = the lowest proc_comm rank of the processes
  *   on this node (Open MPI's locality, OPAL_PROC_ON_LOCAL_NODE); any other type but
  *   MPI_UNDEFINED is an argument error (its info, as dup_with_info's, becomes the hints).
+ * - create (MPIX_Comm_create_endpoints, arg = my_num_ep, exchanged in place of the color;
+ *   below 1 or a bad mpiv_worker: an argument error): sum(my_num_ep) ranks over a dup of
+ *   proc_comm, by parent rank, then by index in the caller's array, so a process's new
+ *   endpoints are its handles' in handle order; parent handle k's go straight into its
+ *   caller's array (the caller waits until done). Queues: each handle's info's mpiv_worker
+ *   for its own (entry j mod the list's length), else new endpoint e of the process takes
+ *   e mod the queue count; every process learns every rank's by one more Allgatherv over
+ *   proc_comm. The new handles take their parent handle's error handler, no attributes,
+ *   no hints (as MPIX_Comm_create_endpoints on any parent).
  *
  * Ordering: a handle writes its arguments under mca_pml_mpiv_ep_lock before it counts its
  * arrival, so the last arrival (counting under the same lock) sees them all; the results
  * are published by the release store of op->done that waiters load with acquire.
  * Memory: a record per call in flight (arguments and results per handle); the work's
- * scratch is O(ranks + processes). Cost: dup takes one Allgatherv more than Open MPI's;
- * split takes one PMPI_Comm_split (a context-id agreement over proc_comm) per color, so
- * a split into many colors is slow. A process that runs out of memory before the exchange
- * leaves the others waiting, as Open MPI's own constructors do.
+ * scratch is O(ranks + processes) (create: O(new ranks) more). Cost: dup takes one
+ * Allgatherv more than Open MPI's, create two; split takes one PMPI_Comm_split (a
+ * context-id agreement over proc_comm) per color, so a split into many colors is slow. A
+ * process that runs out of memory before an exchange leaves the others waiting, as Open
+ * MPI's own constructors do.
  */
 #include "pml_mpiv_endpoints.h"
 
@@ -68,8 +80,16 @@ int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg
                                     ompi_info_t *info, ompi_communicator_t **newcomm)
     __attribute__((visibility("default")));
 
-/* Argument errors, exchanged in place of the color (valid colors: >= 0, MPI_UNDEFINED). */
-enum { BAD_COLOR = -1, BAD_SPLIT_TYPE = -2, BAD_NEWCOMM = -3, BAD_INFO = -4 };
+/* Argument errors, exchanged in place of the color or count (valid colors: >= 0,
+ * MPI_UNDEFINED; valid counts: 1 .. 65535). */
+enum {
+    BAD_COLOR = -1,
+    BAD_SPLIT_TYPE = -2,
+    BAD_NEWCOMM = -3,
+    BAD_INFO = -4,
+    BAD_NUM_EP = -5,
+    BAD_WORKER = -6
+};
 
 /* One rank's record in the exchange: call, color (or an argument error), key. */
 enum { REC = 3 };
@@ -84,9 +104,13 @@ typedef struct mca_pml_mpiv_ep_op {
     char why[224];                      /* what failed */
     struct {
         int call, arg, key, bad;        /* bad: 0 or an argument error */
+        ompi_communicator_t **out;      /* MPIX_Comm_create_endpoints: the caller's array */
     } *args;                            /* by endpoint index */
-    opal_info_t **infos;                /* by endpoint index: hints passed (NULL: none) */
-    ompi_communicator_t **results;      /* by endpoint index (NULL: MPI_COMM_NULL) */
+    /* By endpoint index: hints passed, or MPIX_Comm_create_endpoints's info (NULL: none) */
+    opal_info_t **infos;
+    /* By endpoint index (NULL: MPI_COMM_NULL); MPIX_Comm_create_endpoints's arg handles
+     * go straight to args[k].out, its caller waiting until done */
+    ompi_communicator_t **results;
     mca_pml_mpiv_ep_shared_t *shared;   /* the communicator's */
     struct mca_pml_mpiv_ep_op *next;
 } mca_pml_mpiv_ep_op_t;
@@ -117,6 +141,8 @@ static const char *call_name(int call)
         return "MPI_Comm_split";
     case MCA_PML_MPIV_EP_SPLIT_TYPE:
         return "MPI_Comm_split_type";
+    case MCA_PML_MPIV_EP_CREATE:
+        return "MPIX_Comm_create_endpoints";
     default:
         return "an unknown constructor";
     }
@@ -312,14 +338,137 @@ static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, sc
     }
 }
 
+/* MPIX_Comm_create_endpoints's new endpoints here (the sum of the handles' counts, 0 when
+ * one is bad) and their queues (mpiv_worker on each handle's info, else the default map:
+ * new endpoint e of this process queue e): a bad mpiv_worker marks its handle's record.
+ * False: out of memory. */
+static bool create_queues(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op,
+                          uint16_t **queues_p, int *mine_p)
+{
+    int mine = 0;
+    *queues_p = NULL;
+    *mine_p = 0;
+    for (int k = 0; k < sh->count; ++k) {
+        /* Another call, or a bad argument: refused after the exchange. */
+        if (MCA_PML_MPIV_EP_CREATE != op->args[k].call || 0 != op->args[k].bad) {
+            return true;
+        }
+        mine += op->args[k].arg;
+        if (mine > UINT16_MAX) {
+            return true; /* refused after the exchange */
+        }
+    }
+    *queues_p = malloc(sizeof(uint16_t) * (size_t) mine);
+    if (NULL == *queues_p) {
+        return false;
+    }
+    for (int k = 0, e = 0; k < sh->count; e += op->args[k++].arg) {
+        if (!mca_pml_mpiv_ep_parse_workers(op->infos[k], op->args[k].arg, e, *queues_p + e)) {
+            op->args[k].bad = BAD_WORKER;
+        }
+    }
+    *mine_p = mine;
+    return true;
+}
+
+/* MPIX_Comm_create_endpoints on the handles: s->recs[REC * r + 1] is rank r's my_num_ep,
+ * @p queues (@p mine) this process's new endpoints' queues. */
+static void run_create(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, scratch_t *s,
+                       const uint16_t *queues, int mine)
+{
+    const int nprocs = ompi_comm_size(sh->proc_comm);
+    mca_pml_mpiv_ep_spec_t spec = {0};
+    int *rank_proc = NULL, total = 0, rc;
+    uint16_t *all = NULL, *rank_queue = NULL;
+    ompi_communicator_t **like = NULL, **made = NULL;
+    const char *why = "out of memory";
+    /* The same records everywhere: every process refuses the same. */
+    memset(s->counts, 0, sizeof(int) * (size_t) nprocs);
+    for (int r = 0; r < sh->total; ++r) {
+        const int n = s->recs[REC * r + 1], p = sh->rank_proc[r];
+        if (total > INT32_MAX - n || s->counts[p] > UINT16_MAX - n) {
+            set_error(op, MPI_ERR_ARG,
+                      "the new communicator would have over 65535 endpoints in a process "
+                      "(or over 2^31 ranks)");
+            return;
+        }
+        total += n;
+        s->counts[p] += n;
+    }
+    rc = MPI_ERR_NO_MEM;
+    rank_proc = malloc(sizeof(int) * (size_t) total);
+    all = malloc(sizeof(uint16_t) * (size_t) total);
+    rank_queue = malloc(sizeof(uint16_t) * (size_t) total);
+    like = malloc(sizeof(*like) * (size_t) mine);
+    made = malloc(sizeof(*made) * (size_t) mine);
+    if (NULL == rank_proc || NULL == all || NULL == rank_queue || NULL == like || NULL == made) {
+        goto out;
+    }
+    /* Every rank's queue in its process, which its senders use. */
+    for (int p = 0, d = 0; p < nprocs; ++p) {
+        s->displs[p] = d;
+        s->next[p] = 0;
+        d += s->counts[p];
+    }
+    rc = PMPI_Allgatherv(queues, mine, MPI_UINT16_T, all, s->counts, s->displs, MPI_UINT16_T,
+                         sh->proc_comm);
+    if (MPI_SUCCESS != rc) {
+        why = "the exchange of the endpoints' queues failed";
+        goto out;
+    }
+    /* New ranks by parent rank, then index; a process's in that order (its parent ranks
+     * increase with the handle index): new endpoint e belongs to the handle that asked. */
+    for (int r = 0, nr = 0; r < sh->total; ++r) {
+        const int p = sh->rank_proc[r];
+        for (int j = 0; j < s->recs[REC * r + 1]; ++j, ++nr) {
+            rank_proc[nr] = p;
+            rank_queue[nr] = all[s->displs[p] + s->next[p]++];
+        }
+    }
+    for (int k = 0, e = 0; k < sh->count; ++k) {
+        for (int j = 0; j < op->args[k].arg; ++j) {
+            like[e++] = sh->handles[k]; /* its error handler */
+        }
+    }
+    why = "cannot duplicate the communicator of the processes";
+    rc = PMPI_Comm_dup(sh->proc_comm, &spec.proc_comm);
+    if (MPI_SUCCESS != rc) {
+        goto out;
+    }
+    spec.total = total;
+    spec.rank_proc = rank_proc;
+    spec.rank_queue = rank_queue;
+    spec.like = like;
+    rc = mca_pml_mpiv_ep_build(&spec, made, &why);
+    if (MPI_SUCCESS == rc) {
+        for (int k = 0, e = 0; k < sh->count; ++k) {
+            for (int j = 0; j < op->args[k].arg; ++j) {
+                op->args[k].out[j] = made[e++];
+            }
+        }
+    }
+out:
+    if (MPI_SUCCESS != rc) {
+        set_error(op, rc, "%s", why);
+    }
+    free(made);
+    free(like);
+    free(rank_queue);
+    free(all);
+    free(rank_proc);
+}
+
 /* The work of one call, by the last handle of this process to arrive. */
 static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
 {
     ompi_communicator_t *proc_comm = sh->proc_comm;
     const int n = sh->count, total = sh->total, nprocs = ompi_comm_size(proc_comm);
-    int node = -1, rc;
+    int node = -1, rc, create_mine = 0;
+    uint16_t *create_queues_here = NULL;
     scratch_t s;
-    if (!scratch_alloc(&s, n, total, nprocs)) {
+    if (!scratch_alloc(&s, n, total, nprocs) ||
+        (MCA_PML_MPIV_EP_CREATE == op->args[0].call &&
+         !create_queues(sh, op, &create_queues_here, &create_mine))) {
         set_error(op, MPI_ERR_NO_MEM, "out of memory");
         goto out;
     }
@@ -330,7 +479,8 @@ static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
         rec[2] = op->args[k].key;
         if (0 != op->args[k].bad) {
             rec[1] = op->args[k].bad;
-        } else if (MCA_PML_MPIV_EP_SPLIT == op->args[k].call) {
+        } else if (MCA_PML_MPIV_EP_SPLIT == op->args[k].call ||
+                   MCA_PML_MPIV_EP_CREATE == op->args[k].call) {
             rec[1] = op->args[k].arg;
         } else if (MCA_PML_MPIV_EP_SPLIT_TYPE == op->args[k].call) {
             if (MPI_UNDEFINED == op->args[k].arg) {
@@ -383,10 +533,20 @@ static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
                       r);
             break;
         case BAD_NEWCOMM:
-            set_error(op, MPI_ERR_ARG, "rank %d passed NULL for newcomm", r);
+            set_error(op, MPI_ERR_ARG, "rank %d passed NULL for the new handle(s)", r);
             break;
         case BAD_INFO:
             set_error(op, MPI_ERR_INFO, "rank %d passed an invalid info", r);
+            break;
+        case BAD_NUM_EP:
+            set_error(op, MPI_ERR_ARG,
+                      "rank %d passed my_num_ep < 1 or > 65535 (at least 1 on every rank)", r);
+            break;
+        case BAD_WORKER:
+            set_error(op, MPI_ERR_INFO_VALUE,
+                      "rank %d: the info key mpiv_worker must be a comma-separated list of "
+                      "worker endpoints, each 0..%u (pml_mpiv_workers)",
+                      r, mca_pml_mpiv.queues - 1);
             break;
         default:
             set_error(op, MPI_ERR_ARG, "rank %d passed a bad argument", r);
@@ -403,11 +563,15 @@ static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
     case MCA_PML_MPIV_EP_SPLIT_TYPE:
         run_split(sh, op, &s);
         break;
+    case MCA_PML_MPIV_EP_CREATE:
+        run_create(sh, op, &s, create_queues_here, create_mine);
+        break;
     default:
         set_error(op, MPI_ERR_COMM, "an unknown constructor");
         break;
     }
 out:
+    free(create_queues_here);
     scratch_free(&s);
 }
 
@@ -490,34 +654,20 @@ static mca_pml_mpiv_ep_op_t *op_get(mca_pml_mpiv_ep_shared_t *shared, uint64_t s
     return op;
 }
 
-/* Constructor @p call on the handle @p comm (see mca_pml_mpiv_endpoint_construct_fn_t).
+/* Constructor @p call on the handle @p comm: the handles of this process meet, the last
+ * does the work; @p bad: an argument error found by the caller; @p info: the hints
+ * (MPIX_Comm_create_endpoints: its info); the result in *@p newcomm, or (CREATE) @p out.
  * @context collective over every endpoint rank; any thread or ULT; blocks until every
  * handle of this process called, and while the work runs. */
-int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg, int key,
-                                    ompi_info_t *info, ompi_communicator_t **newcomm)
+static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
+                opal_info_t *info, ompi_communicator_t **newcomm, ompi_communicator_t **out)
 {
     const char *name = call_name(call);
-    const int with_info = MCA_PML_MPIV_EP_DUP_WITH_INFO == call ||
-                          MCA_PML_MPIV_EP_SPLIT_TYPE == call;
     mca_pml_mpiv_ep_shared_t *shared;
     mca_pml_mpiv_ep_op_t *op;
     ompi_communicator_t *result;
     char message[288];
-    int k = 0, bad = 0, last, rc;
-    if (call < MCA_PML_MPIV_EP_DUP || call > MCA_PML_MPIV_EP_SPLIT_TYPE) {
-        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_ARG, "mpiv: an unknown constructor");
-    }
-    /* Argument errors are found here and reported by every rank after the exchange. */
-    if (NULL == newcomm) {
-        bad = BAD_NEWCOMM;
-    } else if (MCA_PML_MPIV_EP_SPLIT == call && arg < 0 && MPI_UNDEFINED != arg) {
-        bad = BAD_COLOR;
-    } else if (MCA_PML_MPIV_EP_SPLIT_TYPE == call && MPI_COMM_TYPE_SHARED != arg &&
-               MPI_UNDEFINED != arg) {
-        bad = BAD_SPLIT_TYPE;
-    } else if (with_info && (NULL == info || (MPI_INFO_NULL != info && ompi_info_is_freed(info)))) {
-        bad = BAD_INFO;
-    }
+    int k = 0, last, rc;
     OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
     shared = mca_pml_mpiv_ep_lookup(comm, &k);
     if (NULL == shared) {
@@ -537,7 +687,8 @@ int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg
     op->args[k].arg = arg;
     op->args[k].key = key;
     op->args[k].bad = bad;
-    op->infos[k] = with_info && 0 == bad && MPI_INFO_NULL != info ? &info->super : NULL;
+    op->args[k].out = out;
+    op->infos[k] = 0 == bad ? info : NULL;
     last = ++op->arrived == shared->count;
     OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
     if (last) {
@@ -574,4 +725,44 @@ int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg
         return OMPI_ERRHANDLER_INVOKE(comm, rc, message);
     }
     return MPI_SUCCESS;
+}
+
+/* Constructor @p call on the handle @p comm (see mca_pml_mpiv_endpoint_construct_fn_t).
+ * @context collective over every endpoint rank; any thread or ULT; blocks until every
+ * handle of this process called, and while the work runs. */
+int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg, int key,
+                                    ompi_info_t *info, ompi_communicator_t **newcomm)
+{
+    const int with_info = MCA_PML_MPIV_EP_DUP_WITH_INFO == call ||
+                          MCA_PML_MPIV_EP_SPLIT_TYPE == call;
+    int bad = 0;
+    if (call < MCA_PML_MPIV_EP_DUP || call > MCA_PML_MPIV_EP_SPLIT_TYPE) {
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_ARG, "mpiv: an unknown constructor");
+    }
+    /* Argument errors are found here and reported by every rank after the exchange. */
+    if (NULL == newcomm) {
+        bad = BAD_NEWCOMM;
+    } else if (MCA_PML_MPIV_EP_SPLIT == call && arg < 0 && MPI_UNDEFINED != arg) {
+        bad = BAD_COLOR;
+    } else if (MCA_PML_MPIV_EP_SPLIT_TYPE == call && MPI_COMM_TYPE_SHARED != arg &&
+               MPI_UNDEFINED != arg) {
+        bad = BAD_SPLIT_TYPE;
+    } else if (with_info && (NULL == info || (MPI_INFO_NULL != info && ompi_info_is_freed(info)))) {
+        bad = BAD_INFO;
+    }
+    return meet(comm, call, arg, key, bad,
+                with_info && 0 == bad && MPI_INFO_NULL != info ? &info->super : NULL, newcomm,
+                NULL);
+}
+
+int mca_pml_mpiv_ep_create_on_handle(ompi_communicator_t *parent, int my_num_ep,
+                                     opal_info_t *info, ompi_communicator_t **out)
+{
+    int bad = 0;
+    if (my_num_ep < 1 || my_num_ep > UINT16_MAX) {
+        bad = BAD_NUM_EP;
+    } else if (NULL == out) {
+        bad = BAD_NEWCOMM;
+    }
+    return meet(parent, MCA_PML_MPIV_EP_CREATE, my_num_ep, 0, bad, info, NULL, out);
 }

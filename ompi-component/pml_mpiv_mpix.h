@@ -19,6 +19,9 @@ typedef enum {
     MCA_PML_MPIV_EP_DUP_WITH_INFO = 2, /**< MPI_Comm_dup_with_info */
     MCA_PML_MPIV_EP_SPLIT = 3,         /**< MPI_Comm_split */
     MCA_PML_MPIV_EP_SPLIT_TYPE = 4,    /**< MPI_Comm_split_type */
+    /** MPIX_Comm_create_endpoints with a handle as the parent (through
+     *  mca_pml_mpiv_create_endpoints, not mca_pml_mpiv_endpoint_construct) */
+    MCA_PML_MPIV_EP_CREATE = 5,
 } mca_pml_mpiv_ep_call_t;
 
 /** "mca_pml_mpiv_create_endpoints": MPIX_Comm_create_endpoints. */

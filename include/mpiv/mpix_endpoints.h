@@ -22,6 +22,10 @@
  * MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create and MPI_Intercomm_create on a
  * handle fail with MPI_ERR_COMM (not supported yet). Errors go through the handle's error
  * handler.
+ *
+ * A handle can be the parent of MPIX_Comm_create_endpoints: every endpoint rank of the
+ * parent calls it (the threads of a process at once), each with its own my_num_ep, and
+ * gets its handles of the new communicator, ranked by parent rank, then by index.
  */
 #ifndef MPIX_ENDPOINTS_H
 #define MPIX_ENDPOINTS_H
@@ -34,15 +38,18 @@ extern "C" {
 
 /**
  * @brief Create an endpoints communicator: collective over @p parent_comm (an
- *        intra-communicator); each process asks for its own @p my_num_ep (>= 1; processes
- *        may differ). The new communicator has the sum of the counts as its size, its
- *        ranks ordered by parent rank, then by handle index.
+ *        intra-communicator, possibly itself an endpoints communicator: then every one
+ *        of its endpoint ranks calls); each rank asks for its own @p my_num_ep (>= 1;
+ *        ranks may differ). The new communicator has the sum of the counts as its size,
+ *        its ranks ordered by parent rank, then by handle index.
  * @param[in]  parent_comm    the parent intra-communicator
  * @param[in]  my_num_ep      ranks (handles) this process wants, 1 .. 65535
  * @param[in]  info           hints, or MPI_INFO_NULL. "mpiv_worker": a comma-separated list
  *                            of mpiv worker endpoints (0 .. pml_mpiv_workers - 1); handle k
  *                            receives through entry k mod (the list's length), by default
- *                            through endpoint k mod pml_mpiv_workers. Its messages are
+ *                            through endpoint k mod pml_mpiv_workers (an endpoints
+ *                            parent: the process's k-th new endpoint over all its handles'
+ *                            calls, by parent rank). Its messages are
  *                            matched by whichever thread drains that endpoint's queue, so a
  *                            thread that serves a handle does best on the handle's endpoint.
  *                            A bad value on any process fails the call on every process
@@ -50,8 +57,9 @@ extern "C" {
  * @param[out] out_comm_hdls  my_num_ep handles; handle i has rank (this process's first
  *                            rank) + i
  * @return MPI_SUCCESS; otherwise through @p parent_comm's error handler, with a message:
- *         MPI_ERR_ARG (a count below 1 on any process), MPI_ERR_COMM (an
- *         inter-communicator parent), MPI_ERR_OTHER (MPI not initialized with
+ *         MPI_ERR_ARG (a count below 1 on any rank), MPI_ERR_COMM (an
+ *         inter-communicator parent; on an endpoints parent, another constructor called by
+ *         some rank as the same collective call), MPI_ERR_OTHER (MPI not initialized with
  *         MPI_THREAD_MULTIPLE), MPI_ERR_UNSUPPORTED_OPERATION (the PML is not mpiv)
  * @context collective; MPI_THREAD_MULTIPLE
  */

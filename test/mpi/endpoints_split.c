@@ -1,7 +1,8 @@
 /*
- * endpoints_split: MPI_Comm_split, MPI_Comm_split_type and MPI_Comm_dup_with_info on the
- * handles of an endpoints communicator under pml mpiv, called by every endpoint rank at
- * once (np 3; processes ask for 1, 3 and 7 endpoints: 11 ranks, one pthread per handle).
+ * endpoints_split: MPI_Comm_split, MPI_Comm_split_type, MPI_Comm_dup_with_info and
+ * MPIX_Comm_create_endpoints on the handles of an endpoints communicator under pml mpiv,
+ * called by every endpoint rank at once (np 3; processes ask for 1, 3 and 7 endpoints: 11
+ * ranks, one pthread per handle).
  * Every new communicator's rank and size are checked against a sequential computation of
  * the split (ranks ordered by key, then old rank), and used: each rank sends its old rank
  * to its new neighbour (received by source, value and status checked) and an
@@ -22,6 +23,14 @@
  *   - MPI_Comm_dup_with_info with a hint whose value names the rank: MPI_Comm_get_info
  *     on the new handle gives it back, an attribute was copied; a dup_with_info of that
  *     with MPI_INFO_NULL has no hint (the info replaces the inherited hints);
+ *   - MPIX_Comm_create_endpoints with its handle as the parent, rank s asking for s % 3 + 1
+ *     endpoints (1 by ULTs), one pthread per new handle: the new ranks in parent rank
+ *     order, then by index, checked against a sequential computation, each sends (parent
+ *     rank, index) to every new rank and receives from every one by source (data, status),
+ *     an MPI_Allreduce sums the parent ranks (even parent ranks pass mpiv_worker 0);
+ *     my_num_ep 0 on one rank fails every rank with MPI_ERR_ARG, a bad mpiv_worker on one
+ *     rank with MPI_ERR_INFO_VALUE, (np 3) MPI_Comm_dup on rank 1 against it with
+ *     MPI_ERR_COMM; the new handles freed in an order that depends on the rank;
  *   - frees its communicators in an order that depends on its rank; the main thread frees
  *     the even/odd ones after the threads end, in reverse order.
  * "wide": np 2, 16 threads per process. "ult": np 2, 64 endpoints per process, each driven
@@ -43,6 +52,7 @@ static int total;              /* ranks of the endpoints communicator */
 static int first;              /* this process's first rank */
 static int all_alone = 1;      /* the every-rank-alone split */
 static int mixed = 0;          /* the mixed-constructors case (np 3) */
+static int sub_one = 0;        /* MPIX_Comm_create_endpoints(handle, 1) only (ULTs) */
 static int keyval = MPI_KEYVAL_INVALID;
 static MPI_Comm handles[MAX_EP];
 static MPI_Comm even_odd[MAX_EP]; /* freed by the main thread */
@@ -148,6 +158,133 @@ static void get_hint(MPI_Comm comm, char *value, int len)
         value[0] = '\0';
     }
     MT_CALL(MPI_Info_free(&info));
+}
+
+/* MPIX_Comm_create_endpoints with an endpoints handle as the parent: parent rank s asks
+ * for sub_count(s) endpoints; new ranks in parent rank order, then by index. */
+static int sub_count(int s)
+{
+    return sub_one ? 1 : s % 3 + 1;
+}
+
+static int sub_first(int s)
+{
+    int first_rank = 0;
+    for (int t = 0; t < s; ++t) {
+        first_rank += sub_count(t);
+    }
+    return first_rank;
+}
+
+typedef struct sub_arg {
+    MPI_Comm comm;
+    int parent, index;                  /* parent rank, index in its out array */
+} sub_arg_t;
+
+/* One new handle: rank and size, a message to and from every new rank, an Allreduce. */
+static void *sub_body(void *arg)
+{
+    const sub_arg_t *a = arg;
+    const int sub_total = sub_first(total), want_rank = sub_first(a->parent) + a->index;
+    int rank = -1, size = -1, mine[2] = {a->parent, a->index};
+    long sum = 0, want_sum = 0, value = a->parent;
+    char label[160];
+    MT_CALL(MPI_Comm_rank(a->comm, &rank));
+    MT_CALL(MPI_Comm_size(a->comm, &size));
+    snprintf(label, sizeof(label), "rank of new handle %d of parent rank %d", a->index, a->parent);
+    MT_EXPECT_EQ(label, want_rank, rank);
+    MT_EXPECT_EQ("size of the endpoints of the endpoints", sub_total, size);
+    MPI_Request *reqs = mt_malloc(sizeof(MPI_Request) * (size_t) size);
+    int *got = mt_malloc(sizeof(int) * 2 * (size_t) size);
+    for (int d = 0; d < size; ++d) {
+        MT_CALL(MPI_Isend(mine, 2, MPI_INT, d, 300 + rank, a->comm, &reqs[d]));
+    }
+    for (int src = 0; src < size; ++src) {
+        MPI_Status status;
+        int parent = 0;
+        MT_CALL(MPI_Recv(&got[2 * src], 2, MPI_INT, src, 300 + src, a->comm, &status));
+        MT_EXPECT_EQ("status source", src, status.MPI_SOURCE);
+        MT_EXPECT_EQ("status tag", 300 + src, status.MPI_TAG);
+        while (sub_first(parent + 1) <= src) {
+            ++parent;
+        }
+        snprintf(label, sizeof(label), "parent rank of new rank %d (at new rank %d)", src, rank);
+        MT_EXPECT_EQ(label, parent, got[2 * src]);
+        snprintf(label, sizeof(label), "index of new rank %d (at new rank %d)", src, rank);
+        MT_EXPECT_EQ(label, src - sub_first(parent), got[2 * src + 1]);
+    }
+    MT_CALL(MPI_Waitall(size, reqs, MPI_STATUSES_IGNORE));
+    MT_CALL(MPI_Allreduce(&value, &sum, 1, MPI_LONG, MPI_SUM, a->comm));
+    for (int s = 0; s < total; ++s) {
+        want_sum += (long) s * sub_count(s);
+    }
+    MT_EXPECT_EQ("MPI_Allreduce of the parent ranks over the new handles", want_sum, sum);
+    free(got);
+    free(reqs);
+    return NULL;
+}
+
+/* Parent rank @p r's part of the endpoints-of-endpoints checks (see the top of the file). */
+static void create_on_handle(MPI_Comm comm, int r)
+{
+    const int n = sub_count(r);
+    MPI_Comm sub[3], bad[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+    sub_arg_t args[3];
+    pthread_t threads[3];
+    MPI_Info info = MPI_INFO_NULL;
+    if (0 == r % 2) {
+        /* Even ranks place theirs on worker endpoint 0, odd ones take the default. */
+        MT_CALL(MPI_Info_create(&info));
+        MT_CALL(MPI_Info_set(info, "mpiv_worker", "0"));
+    }
+    MT_CALL(MPIX_Comm_create_endpoints(comm, n, info, sub));
+    for (int i = 0; i < n; ++i) {
+        MPI_Errhandler errh;
+        MT_CALL(MPI_Comm_get_errhandler(sub[i], &errh));
+        MT_CHECK(MPI_ERRORS_RETURN == errh, "a new handle lacks its parent's error handler");
+        MT_CALL(MPI_Errhandler_free(&errh));
+        args[i].comm = sub[i];
+        args[i].parent = r;
+        args[i].index = i;
+    }
+    if (1 == n) {
+        sub_body(&args[0]); /* the ULT (or thread) drives its only new handle */
+    } else {
+        for (int i = 0; i < n; ++i) {
+            MT_CHECK(0 == pthread_create(&threads[i], NULL, sub_body, &args[i]), "pthread_create");
+        }
+        for (int i = 0; i < n; ++i) {
+            MT_CHECK(0 == pthread_join(threads[i], NULL), "pthread_join");
+        }
+    }
+    /* A bad count or mpiv_worker on one rank fails every rank; mixed with MPI_Comm_dup,
+     * MPI_ERR_COMM. */
+    if (MPI_INFO_NULL == info) {
+        MT_CALL(MPI_Info_create(&info));
+    }
+    MT_EXPECT_EQ("MPIX_Comm_create_endpoints(handle) with my_num_ep 0 on one rank: MPI_ERR_ARG",
+                 MPI_ERR_ARG,
+                 error_class(MPIX_Comm_create_endpoints(comm, r == total - 1 ? 0 : 2, MPI_INFO_NULL,
+                                                        bad)));
+    MT_CALL(MPI_Info_set(info, "mpiv_worker", r == total - 1 ? "no,such" : "0"));
+    MT_EXPECT_EQ("MPIX_Comm_create_endpoints(handle) with a bad mpiv_worker on one rank: "
+                 "MPI_ERR_INFO_VALUE",
+                 MPI_ERR_INFO_VALUE,
+                 error_class(MPIX_Comm_create_endpoints(comm, 1, info, bad)));
+    MT_CALL(MPI_Info_free(&info));
+    if (mixed) {
+        const int rc = 1 == r ? MPI_Comm_dup(comm, &bad[0])
+                              : MPIX_Comm_create_endpoints(comm, 1, MPI_INFO_NULL, bad);
+        MT_EXPECT_EQ("MPI_Comm_dup on rank 1 against MPIX_Comm_create_endpoints: MPI_ERR_COMM",
+                     MPI_ERR_COMM, error_class(rc));
+    }
+    for (int i = 0; i < 3; ++i) {
+        MT_CHECK(MPI_COMM_NULL == bad[i], "a failed call made a communicator");
+    }
+    /* Free in an order that depends on the parent rank. */
+    for (int i = 0; i < n; ++i) {
+        MT_CALL(MPI_Comm_free(&sub[(i + r) % n]));
+    }
 }
 
 static void *body(void *arg)
@@ -264,6 +401,9 @@ static void *body(void *arg)
              value);
     check_split(made[n++], color, key, r, "MPI_Comm_dup_with_info(MPI_INFO_NULL)");
 
+    /* MPIX_Comm_create_endpoints on the handle: the handles of the handles. */
+    create_on_handle(comm, r);
+
     /* Free, starting at a place that depends on the rank; the old handle among them. */
     made[n++] = comm;
     for (int i = 0; i < n; ++i) {
@@ -297,6 +437,7 @@ int main(int argc, char **argv)
     first = per > 0 ? mt_rank * per : (0 == mt_rank ? 0 : mt_rank == 1 ? 1 : 4);
     all_alone = !ult;
     mixed = !wide && !ult;
+    sub_one = ult;
     MT_CALL(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL));
     MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, mine, MPI_INFO_NULL, handles));
     if (ult) {
