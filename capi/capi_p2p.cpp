@@ -143,7 +143,8 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create_endpoints(
     }
     static_assert(sizeof(mpiv_p2p_comm_t *) == sizeof(ep::comm_state *), "handles are pointers");
     return to_c(eng(engine)->comm_create_endpoints(
-        cid, size, rank_peer, rank_ep, rank_queue, reinterpret_cast<ep::comm_state **>(handles_p), capacity));
+        cid, size, rank_peer, rank_ep, rank_queue, reinterpret_cast<ep::comm_state **>(handles_p),
+        capacity));
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv_p2p_comm_t *comm)

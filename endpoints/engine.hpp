@@ -261,8 +261,9 @@ using comm_ticket = match::basic_comm<base::tlp_lock<base::ticket_lock, base::ti
 /// rank) and the map rank -> endpoint index within its owner, which its sends put in the
 /// wire (dst_ep). Each endpoint receives through one inbound queue of its process only
 /// (the creator's rank -> queue map, which every process has; by default endpoint k uses
-/// queue k; both mod the queue count): so one sender's messages to it arrive in sending order and its matching is called only under that queue's consumer
-/// lock (drains hold it; posts, probes and cancels take it), without a lock of its own.
+/// queue k; both mod the queue count): so one sender's messages to it arrive in sending
+/// order, and its matching is called only under that queue's consumer lock (drains hold
+/// it; posts, probes and cancels take it), without a lock of its own.
 /// The group, also a comm_state (no matching engine of its own), is what comms_[cid]
 /// holds: it owns the handles, indexed by endpoint index, routes each arrival to one, and
 /// goes when its last handle is destroyed.

@@ -59,8 +59,8 @@
 // on first contact).
 // Nodes (recv_node, msg_node) are 80 B each, inside the caller's objects.
 // When not to use it: traffic that one worker matches alone (an endpoint of an endpoints
-// communicator: private_comm.hpp, two lists without locks, is cheaper); heavy wildcard use (every arrival then takes
-// the TLP lock and scans the wildcard list, as in ob1).
+// communicator: private_comm.hpp, two lists without locks, is cheaper); heavy wildcard
+// use (every arrival then takes the TLP lock and scans the wildcard list, as in ob1).
 #pragma once
 
 #include <atomic>

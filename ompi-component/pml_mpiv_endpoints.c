@@ -251,7 +251,8 @@ int mca_pml_mpiv_ep_build(const mca_pml_mpiv_ep_spec_t *spec, ompi_communicator_
     rc = MPI_ERR_NO_MEM;
     if (NULL == shared || NULL == (shared->proc_counts = calloc((size_t) nprocs, sizeof(int))) ||
         NULL == (shared->rank_proc = malloc(sizeof(int) * (size_t) (total > 0 ? total : 1))) ||
-        NULL == (shared->rank_queue = malloc(sizeof(uint16_t) * (size_t) (total > 0 ? total : 1)))) {
+        NULL == (shared->rank_queue =
+                     malloc(sizeof(uint16_t) * (size_t) (total > 0 ? total : 1)))) {
         goto err_free;
     }
     /* The same map on every process: a bad one fails everywhere. */

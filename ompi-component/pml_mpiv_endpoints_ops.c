@@ -201,8 +201,8 @@ static bool scratch_alloc(scratch_t *s, int n, int total, int nprocs)
     s->infos = malloc(sizeof(*s->infos) * h);
     return NULL != s->mine && NULL != s->all && NULL != s->counts && NULL != s->displs &&
            NULL != s->next && NULL != s->recs && NULL != s->members && NULL != s->old_ep &&
-           NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc && NULL != s->rank_queue && NULL != s->eps &&
-           NULL != s->like && NULL != s->made && NULL != s->infos;
+           NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc &&
+           NULL != s->rank_queue && NULL != s->eps && NULL != s->like && NULL != s->made && NULL != s->infos;
 }
 
 /* MPI_COMM_TYPE_SHARED's color: the lowest proc_comm rank of the processes on this node. */

@@ -192,12 +192,13 @@ status runtime::setup(const mpiv_params_t *p)
     if (st == status::ok) {
         // The placement, for the verbose output of the library above (Open MPI's level 2).
         std::string where;
-        for (unsigned i = 0; i < num_workers && where.size() < 400; ++i) {
-            where += (i != 0 ? ", " : "") + std::string("worker ") + std::to_string(i) +
-                     " on PU " + std::to_string(pus[i % pus.size()]);
+        unsigned listed = 0;
+        for (; listed < num_workers && where.size() < 400; ++listed) {
+            where += (listed != 0 ? ", " : "") + std::string("worker ") +
+                     std::to_string(listed) + " on PU " + std::to_string(pus[listed % pus.size()]);
         }
         base::log(base::log_level::info, "mpiv_init: %u ULT workers: %s%s", num_workers,
-                  where.c_str(), where.size() >= 400 ? ", ..." : "");
+                  where.c_str(), listed < num_workers ? ", ..." : "");
     }
     return st;
 }

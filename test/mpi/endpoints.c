@@ -25,8 +25,8 @@
  * message around its 4 ranks and free it, 50 times, all threads at once.
  * Then the error cases, through the parent's error handler (set to return): my_num_ep 0
  * (MPI_ERR_ARG), mpiv_worker "0,x" on rank 1 only and "0,256" everywhere
- * (MPI_ERR_INFO_VALUE on every process), an inter-communicator parent (MPI_ERR_COMM). With the argument "single"
- * MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
+ * (MPI_ERR_INFO_VALUE on every process), an inter-communicator parent (MPI_ERR_COMM).
+ * With the argument "single" MPI is initialized below MPI_THREAD_MULTIPLE: MPI_ERR_OTHER. Under another PML than mpiv
  * (OMPI_MCA_pml, as mpirun --mca pml sets it) the call fails with
  * MPI_ERR_UNSUPPORTED_OPERATION, and that is all this program checks.
  */
