@@ -31,6 +31,7 @@ packages=(
   libhwloc-dev hwloc
   libopenmpi-dev openmpi-bin mpich libmpich-dev
   libgtest-dev libbenchmark-dev libboost-context-dev
+  libucx-dev
   spin gnuplot-nox python3
 )
 missing=()

@@ -50,3 +50,11 @@ TESTS += %reldir%/test_endpoints
 %canon_reldir%_test_endpoints_SOURCES = %reldir%/test_endpoints.cc
 %canon_reldir%_test_endpoints_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_endpoints_LDADD = $(GTEST_CORE_LIBS)
+
+if HAVE_UCX
+check_PROGRAMS += %reldir%/test_ucx_transport
+TESTS += %reldir%/test_ucx_transport
+%canon_reldir%_test_ucx_transport_SOURCES = %reldir%/test_ucx_transport.cc
+%canon_reldir%_test_ucx_transport_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
+%canon_reldir%_test_ucx_transport_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+endif

@@ -1,0 +1,872 @@
+#include "endpoints/ucx/transport.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <new>
+
+#include "base/backoff.hpp"
+#include "base/log.hpp"
+#include "endpoints/ucx/transport_detail.hpp"
+
+namespace mpiv::ep::ucx {
+
+namespace detail {
+
+status from_ucs(ucs_status_t s) noexcept
+{
+    switch (s) {
+    case UCS_OK: return status::ok;
+    case UCS_INPROGRESS: return status::inprogress;
+    case UCS_ERR_NO_MEMORY: return status::nomem;
+    case UCS_ERR_NO_RESOURCE: return status::retry_nomem;
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR: return status::invalid_arg;
+    case UCS_ERR_BUSY: return status::busy;
+    case UCS_ERR_EXCEEDS_LIMIT: return status::capacity;
+    default: return status::system;
+    }
+}
+
+status ucs_error(const char *call, const char *what, ucs_status_t s) noexcept
+{
+    base::log(base::log_level::error, "ucx: %s: %s: %s", call, what, ucs_status_string(s));
+    return from_ucs(s);
+}
+
+std::uint32_t fnv1a(const void *data, std::size_t n, std::uint32_t h) noexcept
+{
+    const auto *b = static_cast<const unsigned char *>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+        h = (h ^ b[i]) * 16777619u;
+    }
+    return h;
+}
+
+namespace {
+
+status bad_param(const char *field, unsigned long value, const char *rule) noexcept
+{
+    base::log(base::log_level::error, "ucx: create: params.%s = %lu (%s)", field, value, rule);
+    return status::invalid_arg;
+}
+
+std::uint32_t load_u32(const unsigned char *p) noexcept
+{
+    std::uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+} // namespace
+
+op_slot *state::take_slot(worker &wk) noexcept
+{
+    if (wk.free_slots == nullptr) {
+        try {
+            wk.slots.push_back(std::make_unique<op_slot>());
+        } catch (...) {
+            return nullptr;
+        }
+        op_slot *s = wk.slots.back().get();
+        s->st = this;
+        s->w = wk.index;
+        s->next_free = wk.free_slots;
+        wk.free_slots = s;
+    }
+    op_slot *s = wk.free_slots;
+    wk.free_slots = s->next_free;
+    s->busy = true;
+    return s;
+}
+
+void state::put_slot(worker &wk, op_slot *slot) noexcept
+{
+    slot->busy = false;
+    slot->done = nullptr;
+    slot->rkey = nullptr;
+    slot->next_free = wk.free_slots;
+    wk.free_slots = slot;
+}
+
+void state::send_done(void *request, ucs_status_t s, void *user_data) noexcept
+{
+    auto *slot = static_cast<op_slot *>(user_data);
+    state *st = slot->st;
+    worker &wk = st->workers[slot->w];
+    ucp_request_free(request);
+    if (slot->rkey != nullptr) {
+        ucp_rkey_destroy(slot->rkey);
+    }
+    --wk.inflight;
+    completion *done = slot->done;
+    st->put_slot(wk, slot);
+    status r = status::ok;
+    if (s != UCS_OK) {
+        base::log(s == UCS_ERR_CANCELED ? base::log_level::debug : base::log_level::warn,
+                  "ucx: completion on worker %u: %s", wk.index, ucs_status_string(s));
+        r = from_ucs(s);
+        if (r == status::ok || r == status::inprogress || is_retry(r)) {
+            r = status::system;
+        }
+    }
+    done->fn(done, r);
+}
+
+void state::fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept
+{
+    peers[peer].failed.store(true, std::memory_order_relaxed);
+    if (destroying) {
+        return;
+    }
+    // sync: acq_rel exchange; pairs with the same exchange on other workers (report once).
+    if (!peers[peer].reported.exchange(true, std::memory_order_acq_rel)) {
+        try {
+            wk.failed_peers.emplace_back(peer, reason);
+        } catch (...) {
+            base::log(base::log_level::error, "ucx: peer %u failed (%s); no memory to report it",
+                      peer, reason);
+        }
+    }
+}
+
+void state::err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept
+{
+    auto *c = static_cast<ep_ctx *>(arg);
+    state *st = c->st;
+    worker &wk = st->workers[c->w];
+    ep_entry &e = wk.tx[c->peer][c->remote_worker];
+    base::log(st->destroying ? base::log_level::debug : base::log_level::warn,
+              "ucx: ep from worker %u to peer %u worker %u failed: %s", c->w, c->peer,
+              c->remote_worker, ucs_status_string(s));
+    if (e.ep == ep && !e.failed) {
+        e.failed = true;
+        try {
+            wk.to_close.push_back(ep);
+            e.ep = nullptr;
+        } catch (...) {
+            // keep e.ep: the destructor closes it
+        }
+    }
+    st->fail_peer(wk, c->peer, ucs_status_string(s));
+}
+
+status state::get_ep(worker &wk, std::uint32_t pi, std::uint32_t rw, ep_entry *&out,
+                     const char *call) noexcept
+{
+    peer &pr = peers[pi];
+    // sync: acquire; pairs with the release store of 2 in transport::connect().
+    if (pr.state.load(std::memory_order_acquire) != 2) {
+        base::log(base::log_level::error, "ucx: %s: peer %u is not connected", call, pi);
+        return status::invalid_arg;
+    }
+    if (rw >= pr.workers) {
+        base::log(base::log_level::error, "ucx: %s: peer %u has %u workers, not worker %u", call,
+                  pi, pr.workers, rw);
+        return status::invalid_arg;
+    }
+    try {
+        if (wk.tx.empty()) {
+            wk.tx.resize(p.num_peers);
+        }
+        if (wk.tx[pi].empty()) {
+            wk.tx[pi].resize(pr.workers);
+        }
+    } catch (...) {
+        base::log(base::log_level::error, "ucx: %s: no memory for the ep table", call);
+        return status::nomem;
+    }
+    ep_entry &e = wk.tx[pi][rw];
+    if (e.failed || pr.failed.load(std::memory_order_relaxed)) {
+        if (!e.fail_logged) {
+            e.fail_logged = true;
+            base::log(base::log_level::error, "ucx: %s: peer %u failed (worker %u -> %u)", call,
+                      pi, wk.index, rw);
+        }
+        return status::system;
+    }
+    if (e.ep == nullptr) {
+        if (!e.ctx) {
+            e.ctx.reset(new (std::nothrow) ep_ctx{this, wk.index, pi, rw});
+            if (!e.ctx) {
+                return status::nomem;
+            }
+        }
+        ucp_ep_params_t ep_params;
+        std::memset(&ep_params, 0, sizeof ep_params);
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.address = reinterpret_cast<const ucp_address_t *>(pr.addrs[rw].data());
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb = &state::err_handler;
+        ep_params.err_handler.arg = e.ctx.get();
+        const ucs_status_t s = ucp_ep_create(wk.handle, &ep_params, &e.ep);
+        if (s != UCS_OK) {
+            e.ep = nullptr;
+            return ucs_error(call, "ucp_ep_create", s);
+        }
+    }
+    out = &e;
+    return status::ok;
+}
+
+void state::deliver_arrival(worker &wk, const msg_header &h, const unsigned char *hdr,
+                            std::size_t hlen, const void *data, std::size_t len) noexcept
+{
+    const std::uint32_t pi = h.from_peer, fw = h.from_worker;
+    try {
+        if (wk.rx.empty()) {
+            wk.rx.resize(p.num_peers);
+        }
+        if (wk.rx[pi].size() <= fw) {
+            wk.rx[pi].resize(fw + 1);
+        }
+    } catch (...) {
+        base::log(base::log_level::error, "ucx: arrival from peer %u: no memory", pi);
+        fail_peer(wk, pi, "no memory for the receive state");
+        ++wk.stats.dropped;
+        return;
+    }
+    rx_pair &rp = wk.rx[pi][fw];
+    if (rp.dead) {
+        ++wk.stats.dropped;
+        return;
+    }
+    if (h.seq == rp.expected) {
+        ++wk.stats.delivered;
+        ++rp.expected;
+        p.on_message(p.ctx, wk.index, pi, fw, hdr, hlen, data, len);
+        // Deliver the held ones whose turn has come. on_message cannot add to this pair
+        // (it may send, never progress), so the iterator stays valid between calls.
+        for (auto it = rp.held.find(rp.expected); it != rp.held.end() && !rp.dead;
+             it = rp.held.find(rp.expected)) {
+            held_msg m = std::move(it->second);
+            rp.held.erase(it);
+            wk.held_bytes -= m.header_len + m.payload_len;
+            ++wk.stats.delivered;
+            ++rp.expected;
+            p.on_message(p.ctx, wk.index, pi, fw, m.bytes.get(), m.header_len,
+                         m.bytes.get() + m.header_len, m.payload_len);
+        }
+        return;
+    }
+    if (static_cast<std::int32_t>(h.seq - rp.expected) < 0) {
+        base::log(base::log_level::error,
+                  "ucx: worker %u: message %u from peer %u worker %u arrived twice (expected %u)",
+                  wk.index, h.seq, pi, fw, rp.expected);
+        ++wk.stats.dropped;
+        return;
+    }
+    const std::size_t bytes = hlen + len;
+    if (rp.held.size() >= k_max_held || wk.held_bytes + bytes > k_max_held_bytes ||
+        rp.held.count(h.seq) != 0) {
+        base::log(base::log_level::error,
+                  "ucx: worker %u: peer %u worker %u overflows the reorder window (%zu held, "
+                  "%zu bytes; expected %u, got %u)",
+                  wk.index, pi, fw, rp.held.size(), wk.held_bytes, rp.expected, h.seq);
+        for (auto &pair : wk.rx[pi]) {
+            for (auto &kv : pair.held) {
+                wk.held_bytes -= kv.second.header_len + kv.second.payload_len;
+            }
+            pair.held.clear();
+            pair.dead = true;
+        }
+        ++wk.stats.dropped;
+        fail_peer(wk, pi, "reorder window overflow");
+        return;
+    }
+    try {
+        held_msg m;
+        m.bytes.reset(new unsigned char[bytes > 0 ? bytes : 1]);
+        if (hlen > 0) {
+            std::memcpy(m.bytes.get(), hdr, hlen);
+        }
+        if (len > 0) {
+            std::memcpy(m.bytes.get() + hlen, data, len);
+        }
+        m.header_len = hlen;
+        m.payload_len = len;
+        rp.held.emplace(h.seq, std::move(m));
+    } catch (...) {
+        base::log(base::log_level::error, "ucx: arrival from peer %u: no memory to hold it", pi);
+        fail_peer(wk, pi, "no memory to hold an early arrival");
+        ++wk.stats.dropped;
+        return;
+    }
+    wk.held_bytes += bytes;
+    ++wk.stats.held_early;
+}
+
+ucs_status_t state::am_recv(void *arg, const void *header, std::size_t header_len, void *data,
+                            std::size_t len, const ucp_am_recv_param_t *param) noexcept
+{
+    auto *wk = static_cast<worker *>(arg);
+    state *st = wk->st;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+        // send() always asks for eager; a rendezvous message is not ours.
+        base::log(base::log_level::error, "ucx: worker %u: unexpected rendezvous message dropped",
+                  wk->index);
+        ++wk->stats.dropped;
+        return UCS_OK;
+    }
+    msg_header h;
+    if (header_len < sizeof h) {
+        base::log(base::log_level::error, "ucx: worker %u: message header of %zu bytes dropped",
+                  wk->index, header_len);
+        ++wk->stats.dropped;
+        return UCS_OK;
+    }
+    std::memcpy(&h, header, sizeof h);
+    const char *bad = nullptr;
+    if (h.magic != k_msg_magic) {
+        bad = "bad magic";
+    } else if (h.from_peer >= st->p.num_peers) {
+        bad = "sender peer out of range";
+    } else if (h.to_worker != wk->index) {
+        bad = "addressed to another worker";
+    } else {
+        peer &pr = st->peers[h.from_peer];
+        // sync: acquire; pairs with the release store of 2 in transport::connect().
+        const bool known = pr.state.load(std::memory_order_acquire) == 2;
+        if (h.from_worker >= (known ? pr.workers : k_max_workers)) {
+            bad = "sender worker out of range";
+        }
+    }
+    if (bad != nullptr) {
+        base::log(base::log_level::error, "ucx: worker %u: message dropped: %s", wk->index, bad);
+        ++wk->stats.dropped;
+        return UCS_OK;
+    }
+    st->deliver_arrival(*wk, h, static_cast<const unsigned char *>(header) + sizeof h,
+                        header_len - sizeof h, data, len);
+    return UCS_OK;
+}
+
+void state::close_worker_eps(worker &wk) noexcept
+{
+    struct pending {
+        ucp_ep_h ep;
+        bool force;
+    };
+    std::vector<pending> eps;
+    try {
+        for (ucp_ep_h ep : wk.to_close) {
+            eps.push_back({ep, true});
+        }
+        for (auto &row : wk.tx) {
+            for (ep_entry &e : row) {
+                if (e.ep != nullptr) {
+                    eps.push_back({e.ep, e.failed});
+                    e.ep = nullptr;
+                }
+            }
+        }
+    } catch (...) {
+        base::log(base::log_level::warn, "ucx: teardown: no memory; worker %u's eps are left to "
+                  "ucp_worker_destroy", wk.index);
+    }
+    wk.to_close.clear();
+    std::vector<void *> reqs;
+    std::size_t next = 0;
+    while (next < eps.size() || !reqs.empty() || !wk.closing.empty()) {
+        // One batch: close up to k_close_batch eps, then progress until their closes (and
+        // those poll() started) end or the batch's time is up.
+        for (; next < eps.size() && reqs.size() < k_close_batch; ++next) {
+            ucp_request_param_t prm;
+            std::memset(&prm, 0, sizeof prm);
+            if (eps[next].force) {
+                prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+                prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            }
+            void *r = ucp_ep_close_nbx(eps[next].ep, &prm);
+            if (UCS_PTR_IS_ERR(r)) {
+                base::log(base::log_level::debug, "ucx: teardown: ucp_ep_close_nbx: %s",
+                          ucs_status_string(UCS_PTR_STATUS(r)));
+            } else if (r != nullptr) {
+                try {
+                    reqs.push_back(r);
+                } catch (...) {
+                    ucp_request_free(r);
+                }
+            }
+        }
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration<double>(k_close_timeout_s);
+        auto open = [&] {
+            auto done = [](void *r) {
+                if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+                    return false;
+                }
+                ucp_request_free(r);
+                return true;
+            };
+            reqs.erase(std::remove_if(reqs.begin(), reqs.end(), done), reqs.end());
+            wk.closing.erase(std::remove_if(wk.closing.begin(), wk.closing.end(), done),
+                             wk.closing.end());
+            return !reqs.empty() || !wk.closing.empty();
+        };
+        while (open()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                base::log(base::log_level::warn,
+                          "ucx: teardown: worker %u: %zu ep closes did not end in %.1f s; "
+                          "ucp_worker_destroy releases them",
+                          wk.index, reqs.size() + wk.closing.size(), k_close_timeout_s);
+                for (void *r : reqs) {
+                    ucp_request_free(r);
+                }
+                for (void *r : wk.closing) {
+                    ucp_request_free(r);
+                }
+                reqs.clear();
+                wk.closing.clear();
+                break;
+            }
+            ucp_worker_progress(wk.handle);
+        }
+    }
+}
+
+} // namespace detail
+
+using detail::state;
+using detail::worker;
+
+status transport::create(const params &p, std::unique_ptr<transport> &out) noexcept
+{
+    if (p.num_peers == 0 || p.num_peers > (1u << 24)) {
+        return detail::bad_param("num_peers", p.num_peers, "must be 1..16777216");
+    }
+    if (p.self >= p.num_peers) {
+        return detail::bad_param("self", p.self, "must be below num_peers");
+    }
+    if (p.workers == 0 || p.workers > k_max_workers) {
+        return detail::bad_param("workers", p.workers, "must be 1..1024");
+    }
+    if (p.max_inflight == 0 || p.max_inflight > (1u << 20)) {
+        return detail::bad_param("max_inflight", p.max_inflight, "must be 1..1048576");
+    }
+    if (p.on_message == nullptr) {
+        return detail::bad_param("on_message", 0, "required");
+    }
+    std::unique_ptr<transport> t(new (std::nothrow) transport);
+    if (!t) {
+        return status::nomem;
+    }
+    try {
+        t->st_ = std::make_unique<state>();
+        state &st = *t->st_;
+        st.self = t.get();
+        st.p = p;
+        st.workers.reset(new worker[p.workers]);
+        st.peers.reset(new detail::peer[p.num_peers]);
+    } catch (...) {
+        base::log(base::log_level::error, "ucx: create: no memory");
+        return status::nomem;
+    }
+    state &st = *t->st_;
+    ucp_config_t *cfg = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+    if (s != UCS_OK) {
+        return detail::ucs_error("create", "ucp_config_read", s);
+    }
+    ucp_params_t up;
+    std::memset(&up, 0, sizeof up);
+    up.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                    UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    up.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+    up.mt_workers_shared = 1; // W workers of this context run on different threads
+    up.estimated_num_eps = static_cast<std::size_t>(p.num_peers) * p.workers;
+    s = ucp_init(&up, cfg, &st.ctx);
+    ucp_config_release(cfg);
+    if (s != UCS_OK) {
+        st.ctx = nullptr;
+        return detail::ucs_error("create", "ucp_init", s);
+    }
+    std::size_t max_am_header = SIZE_MAX;
+    try {
+        st.blob.resize(detail::k_addr_head);
+        const std::uint16_t version = detail::k_addr_version;
+        const auto wcount = static_cast<std::uint16_t>(p.workers);
+        std::memcpy(st.blob.data(), &detail::k_addr_magic, 4);
+        std::memcpy(st.blob.data() + 4, &version, 2);
+        std::memcpy(st.blob.data() + 6, &wcount, 2);
+    } catch (...) {
+        return status::nomem;
+    }
+    for (std::uint32_t i = 0; i < p.workers; ++i) {
+        worker &wk = st.workers[i];
+        wk.st = &st;
+        wk.index = i;
+        ucp_worker_params_t wp;
+        std::memset(&wp, 0, sizeof wp);
+        wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+        s = ucp_worker_create(st.ctx, &wp, &wk.handle);
+        if (s != UCS_OK) {
+            wk.handle = nullptr;
+            return detail::ucs_error("create", "ucp_worker_create", s);
+        }
+        ucp_worker_attr_t attr;
+        std::memset(&attr, 0, sizeof attr);
+        attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+        s = ucp_worker_query(wk.handle, &attr);
+        if (s != UCS_OK) {
+            return detail::ucs_error("create", "ucp_worker_query", s);
+        }
+        if (attr.thread_mode != UCS_THREAD_MODE_SERIALIZED &&
+            attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+            base::log(base::log_level::error, "ucx: create: worker %u: thread mode %d, not "
+                      "SERIALIZED", i, static_cast<int>(attr.thread_mode));
+            return status::system;
+        }
+        max_am_header = std::min(max_am_header, attr.max_am_header);
+        ucp_am_handler_param_t hp;
+        std::memset(&hp, 0, sizeof hp);
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hp.id = detail::k_am_id;
+        hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+        hp.cb = &state::am_recv;
+        hp.arg = &wk;
+        s = ucp_worker_set_am_recv_handler(wk.handle, &hp);
+        if (s != UCS_OK) {
+            return detail::ucs_error("create", "ucp_worker_set_am_recv_handler", s);
+        }
+        s = ucp_worker_get_efd(wk.handle, &wk.efd);
+        if (s != UCS_OK) {
+            return detail::ucs_error("create", "ucp_worker_get_efd", s);
+        }
+        ucp_address_t *addr = nullptr;
+        std::size_t addr_len = 0;
+        s = ucp_worker_get_address(wk.handle, &addr, &addr_len);
+        if (s != UCS_OK) {
+            return detail::ucs_error("create", "ucp_worker_get_address", s);
+        }
+        if (addr_len == 0 || addr_len > k_max_worker_address) {
+            ucp_worker_release_address(wk.handle, addr);
+            base::log(base::log_level::error, "ucx: create: worker address of %zu bytes", addr_len);
+            return status::system;
+        }
+        try {
+            const auto l = static_cast<std::uint32_t>(addr_len);
+            const std::size_t at = st.blob.size();
+            st.blob.resize(at + 4 + addr_len);
+            std::memcpy(st.blob.data() + at, &l, 4);
+            std::memcpy(st.blob.data() + at + 4, addr, addr_len);
+        } catch (...) {
+            ucp_worker_release_address(wk.handle, addr);
+            return status::nomem;
+        }
+        ucp_worker_release_address(wk.handle, addr);
+    }
+    if (max_am_header <= k_transport_header) {
+        base::log(base::log_level::error, "ucx: create: UCX's max AM header is %zu bytes, not "
+                  "above the transport's %zu", max_am_header, k_transport_header);
+        return status::system;
+    }
+    st.max_header = max_am_header - k_transport_header;
+    t->max_header_ = st.max_header;
+    t->workers_ = p.workers;
+    base::log(base::log_level::debug, "ucx: created: peer %u of %u, %u workers, max AM header %zu",
+              p.self, p.num_peers, p.workers, max_am_header);
+    out = std::move(t);
+    return status::ok;
+}
+
+transport::~transport()
+{
+    if (!st_) {
+        return;
+    }
+    state &st = *st_;
+    st.destroying = true;
+    for (std::uint32_t i = 0; i < st.p.workers; ++i) {
+        if (st.workers[i].handle != nullptr) {
+            st.close_worker_eps(st.workers[i]);
+        }
+    }
+    for (std::uint32_t i = 0; i < st.p.workers; ++i) {
+        worker &wk = st.workers[i];
+        if (wk.handle != nullptr) {
+            ucp_worker_destroy(wk.handle);
+            wk.handle = nullptr;
+        }
+        // Operations UCX never completed (their requests went with the worker).
+        for (auto &slot : wk.slots) {
+            if (slot->busy) {
+                completion *done = slot->done;
+                if (slot->rkey != nullptr) {
+                    base::log(base::log_level::debug, "ucx: teardown: rkey of a get left");
+                }
+                slot->busy = false;
+                --wk.inflight;
+                if (done != nullptr) {
+                    done->fn(done, status::system);
+                }
+            }
+        }
+    }
+    if (st.ctx != nullptr) {
+        std::size_t left = 0;
+        for (exposure *e = st.exposures; e != nullptr;) {
+            exposure *next = e->next_;
+            ucp_mem_unmap(st.ctx, static_cast<ucp_mem_h>(e->memh_));
+            delete e;
+            ++left;
+            e = next;
+        }
+        st.exposures = nullptr;
+        if (left > 0) {
+            base::log(base::log_level::warn, "ucx: teardown: %zu exposures never withdrawn", left);
+        }
+        ucp_cleanup(st.ctx);
+        st.ctx = nullptr;
+    }
+}
+
+void transport::address(const void *&addr, std::size_t &len) const noexcept
+{
+    addr = st_->blob.data();
+    len = st_->blob.size();
+}
+
+status transport::connect(std::uint32_t pi, const void *addr, std::size_t len) noexcept
+{
+    state &st = *st_;
+    if (pi >= st.p.num_peers) {
+        base::log(base::log_level::error, "ucx: connect: peer %u out of range (%u peers)", pi,
+                  st.p.num_peers);
+        return status::invalid_arg;
+    }
+    auto refuse = [pi](const char *why, std::size_t a, std::size_t b) {
+        base::log(base::log_level::error, "ucx: connect: peer %u: address blob %s (%zu, %zu)", pi,
+                  why, a, b);
+        return status::invalid_arg;
+    };
+    if (addr == nullptr || len < detail::k_addr_head) {
+        return refuse("truncated: length, header", len, detail::k_addr_head);
+    }
+    const auto *b = static_cast<const unsigned char *>(addr);
+    std::uint16_t version, wcount;
+    std::memcpy(&version, b + 4, 2);
+    std::memcpy(&wcount, b + 6, 2);
+    if (detail::load_u32(b) != detail::k_addr_magic) {
+        return refuse("has a bad magic: got, want", detail::load_u32(b), detail::k_addr_magic);
+    }
+    if (version != detail::k_addr_version) {
+        return refuse("has another version: got, want", version, detail::k_addr_version);
+    }
+    if (wcount == 0 || wcount > k_max_workers) {
+        return refuse("has a bad worker count: got, max", wcount, k_max_workers);
+    }
+    std::vector<std::vector<unsigned char>> addrs;
+    try {
+        addrs.resize(wcount);
+        std::size_t at = detail::k_addr_head;
+        for (std::uint32_t i = 0; i < wcount; ++i) {
+            if (len - at < 4) {
+                return refuse("truncated: at, length", at, len);
+            }
+            const std::uint32_t l = detail::load_u32(b + at);
+            at += 4;
+            if (l == 0 || l > k_max_worker_address) {
+                return refuse("has a bad worker address length: worker, length", i, l);
+            }
+            if (len - at < l) {
+                return refuse("truncated: address runs past the end: at + length, blob length",
+                              at + l, len);
+            }
+            addrs[i].assign(b + at, b + at + l);
+            at += l;
+        }
+        if (at != len) {
+            return refuse("has trailing bytes: used, length", at, len);
+        }
+    } catch (...) {
+        base::log(base::log_level::error, "ucx: connect: peer %u: no memory", pi);
+        return status::nomem;
+    }
+    detail::peer &pr = st.peers[pi];
+    std::uint32_t expect = 0;
+    // sync: acq_rel on success (claims the peer: only one connect fills it); relaxed on failure.
+    if (!pr.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+        base::log(base::log_level::error, "ucx: connect: peer %u is already connected", pi);
+        return status::invalid_arg;
+    }
+    pr.workers = wcount;
+    pr.addrs = std::move(addrs);
+    // sync: release; pairs with the acquire loads in get_ep() and am_recv().
+    pr.state.store(2, std::memory_order_release);
+    return status::ok;
+}
+
+bool transport::try_lock(std::uint32_t w) noexcept
+{
+    std::atomic<bool> &l = st_->workers[w].locked;
+    // sync: acquire; pairs with the release in unlock() (the previous owner's UCX calls
+    // happen before ours).
+    return !l.load(std::memory_order_relaxed) && !l.exchange(true, std::memory_order_acquire);
+}
+
+void transport::lock(std::uint32_t w) noexcept
+{
+    base::backoff bo;
+    while (!try_lock(w)) {
+        bo.pause();
+    }
+}
+
+void transport::unlock(std::uint32_t w) noexcept
+{
+    // sync: release; pairs with the acquire in try_lock().
+    st_->workers[w].locked.store(false, std::memory_order_release);
+}
+
+status transport::send(std::uint32_t w, std::uint32_t pi, std::uint32_t to_worker,
+                       const void *header, std::size_t header_len, const void *payload,
+                       std::size_t payload_len, completion *done) noexcept
+{
+    state &st = *st_;
+    if (w >= workers_ || pi >= st.p.num_peers || header_len > max_header_ ||
+        payload_len > k_max_payload || (header_len > 0 && header == nullptr) ||
+        (payload_len > 0 && payload == nullptr) || done == nullptr) {
+        base::log(base::log_level::error,
+                  "ucx: send: bad arguments (worker %u of %u, peer %u of %u, header %zu of %zu, "
+                  "payload %zu of %zu, header %s, payload %s, done %s)",
+                  w, workers_, pi, st.p.num_peers, header_len, max_header_, payload_len,
+                  k_max_payload, header ? "set" : "null", payload ? "set" : "null",
+                  done ? "set" : "null");
+        return status::invalid_arg;
+    }
+    worker &wk = st.workers[w];
+    if (wk.inflight >= st.p.max_inflight) {
+        return status::retry_nomem;
+    }
+    detail::ep_entry *e = nullptr;
+    status r = st.get_ep(wk, pi, to_worker, e, "send");
+    if (r != status::ok) {
+        return r;
+    }
+    detail::op_slot *slot = st.take_slot(wk);
+    if (slot == nullptr) {
+        base::log(base::log_level::error, "ucx: send: no memory for an operation slot");
+        return status::nomem;
+    }
+    const std::size_t total = k_transport_header + header_len;
+    unsigned char *hbuf = slot->inline_hdr;
+    if (total > sizeof slot->inline_hdr) {
+        if (slot->big_len < total) {
+            slot->big.reset(new (std::nothrow) unsigned char[total]);
+            slot->big_len = slot->big ? total : 0;
+            if (!slot->big) {
+                st.put_slot(wk, slot);
+                base::log(base::log_level::error, "ucx: send: no memory for a %zu-byte header",
+                          total);
+                return status::nomem;
+            }
+        }
+        hbuf = slot->big.get();
+    }
+    const detail::msg_header h{detail::k_msg_magic, st.p.self, static_cast<std::uint16_t>(w),
+                               static_cast<std::uint16_t>(to_worker), e->next_seq};
+    std::memcpy(hbuf, &h, sizeof h);
+    if (header_len > 0) {
+        std::memcpy(hbuf + sizeof h, header, header_len);
+    }
+    slot->done = done;
+    ucp_request_param_t prm;
+    prm.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_AM_SEND_FLAG_EAGER;
+    prm.cb.send = &state::send_done;
+    prm.user_data = slot;
+    void *req = ucp_am_send_nbx(e->ep, detail::k_am_id, hbuf, total, payload, payload_len, &prm);
+    if (req == nullptr) {
+        ++e->next_seq;
+        st.put_slot(wk, slot);
+        return status::ok;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        st.put_slot(wk, slot);
+        return detail::ucs_error("send", "ucp_am_send_nbx", UCS_PTR_STATUS(req));
+    }
+    ++e->next_seq;
+    ++wk.inflight;
+    return status::inprogress;
+}
+
+int transport::poll(std::uint32_t w) noexcept
+{
+    state &st = *st_;
+    worker &wk = st.workers[w];
+    const std::uint64_t before = wk.stats.delivered;
+    int n = static_cast<int>(ucp_worker_progress(wk.handle));
+    n += static_cast<int>(wk.stats.delivered - before);
+    if (!wk.to_close.empty()) {
+        for (ucp_ep_h ep : wk.to_close) {
+            ucp_request_param_t prm;
+            std::memset(&prm, 0, sizeof prm);
+            prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            void *r = ucp_ep_close_nbx(ep, &prm);
+            if (UCS_PTR_IS_PTR(r)) {
+                try {
+                    wk.closing.push_back(r);
+                } catch (...) {
+                    ucp_request_free(r);
+                }
+            }
+        }
+        wk.to_close.clear();
+    }
+    if (!wk.closing.empty()) {
+        auto done = [](void *r) {
+            if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+                return false;
+            }
+            ucp_request_free(r);
+            return true;
+        };
+        wk.closing.erase(std::remove_if(wk.closing.begin(), wk.closing.end(), done),
+                         wk.closing.end());
+    }
+    if (!wk.failed_peers.empty()) {
+        auto failed = std::move(wk.failed_peers);
+        wk.failed_peers.clear();
+        for (const auto &f : failed) {
+            ++n;
+            if (st.p.on_peer_failure != nullptr) {
+                st.p.on_peer_failure(st.p.ctx, f.first, f.second);
+            }
+        }
+    }
+    return n;
+}
+
+int transport::event_fd(std::uint32_t w) const noexcept { return st_->workers[w].efd; }
+
+status transport::arm(std::uint32_t w) noexcept
+{
+    const ucs_status_t s = ucp_worker_arm(st_->workers[w].handle);
+    if (s == UCS_OK) {
+        return status::ok;
+    }
+    if (s == UCS_ERR_BUSY) {
+        return status::busy;
+    }
+    return detail::ucs_error("arm", "ucp_worker_arm", s);
+}
+
+void transport::signal(std::uint32_t w) noexcept
+{
+    const ucs_status_t s = ucp_worker_signal(st_->workers[w].handle);
+    if (s != UCS_OK) {
+        (void)detail::ucs_error("signal", "ucp_worker_signal", s);
+    }
+}
+
+counters transport::stats(std::uint32_t w) const noexcept { return st_->workers[w].stats; }
+
+} // namespace mpiv::ep::ucx

@@ -1,0 +1,215 @@
+// ucx::transport: the UCX (UCP 1.13) network transport core. It moves opaque headers and
+// payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
+// puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
+// messages, progress, teardown), transport_rma.cpp (expose/get/withdraw);
+// transport_detail.hpp holds what they share and is the only place that includes UCX.
+//
+// Design:
+// - Context and workers. One ucp_context per transport (features AM | RMA | WAKEUP,
+//   mt_workers_shared = 1 because W workers of one context are driven by different
+//   threads), and one ucp_worker per mpiv worker, created UCS_THREAD_MODE_SERIALIZED: UCX
+//   takes no lock, so the transport's worker lock (try_lock/lock/unlock) is the "one thread
+//   at a time" promise. Every call taking a worker index w requires the caller to hold w's
+//   lock, except event_fd() (a constant) and signal() (UCX allows it from any thread).
+//   The lock's release/acquire pair is also the happens-before edge UCX needs when a
+//   worker moves between threads.
+// - Addresses. address() gives one blob for the modex: {magic, version, W, per worker:
+//   length + UCX worker address}. connect(peer, blob) validates it as untrusted input and
+//   stores the W addresses; no ep exists yet. The ep from local worker w to (peer, j) is
+//   created on first use by w's owner (lazily, in send() or get()), with
+//   err_mode PEER and an error handler; eps are never shared between workers.
+// - Messages. send() is one eager active message (UCP_AM_SEND_FLAG_EAGER: never UCX's
+//   rendezvous, so the receiver's handler always has the whole payload). In front of the
+//   caller's header goes a 16-byte transport header: magic/version, sender peer, sender
+//   worker, receiver worker and the pair's sequence number. UCX 1.13 keeps the header
+//   pointer until the send completes (no COPY_HEADER flag before 1.14), so the transport
+//   copies both headers into an operation slot of its own that lives until completion.
+// - Order. UCX 1.13 promises no AM order, so the transport does: for each pair (local
+//   worker -> remote worker) messages are numbered in send order, and the receiving worker
+//   delivers them to on_message in that order. An early arrival is copied (header and
+//   payload) and held until its turn. Memory bound: at most k_max_held messages per pair
+//   and k_max_held_bytes per receiving worker; past either bound the sender is treated as
+//   faulty (on_peer_failure, its held messages dropped) rather than growing without limit.
+//   The counters (stats()) tell how often UCX actually delivered out of order.
+// - Back-pressure. UCX sends never report it (they queue inside UCX), so each worker
+//   counts its operations not yet completed by UCX (sends and gets) and refuses a new one
+//   with status::retry_nomem at params.max_inflight; nothing is sent then and no sequence
+//   number is used.
+// - Large transfers. The owner of the bytes expose()s them (ucp_mem_map + ucp_rkey_pack)
+//   and puts the key (at most k_max_key bytes) on the wire; the receiver get()s them and
+//   tells the owner (its own FIN message) that it may withdraw(). The key carries the
+//   exposed range and a check word, and get() refuses a key that is malformed or a range
+//   outside it (invalid_arg). UCX's own packed rkey inside cannot be validated further (its
+//   format is UCX's). On TCP there is no remote GET: UCX emulates it with AMs served by
+//   the owner's ucp_worker_progress, so the owner must keep polling until the FIN.
+// - Failure. UCX's ep error handler (err_mode PEER) marks the ep failed; the first failure
+//   seen for a peer calls params.on_peer_failure once (from poll() of the worker that saw
+//   it). A failed ep is closed with FORCE by the next poll(); later sends or gets to that
+//   peer fail with status::system. Operations still in flight complete with an error.
+// - Teardown. ~transport closes every ep (flush; FORCE for failed ones), k_close_batch at
+//   a time while progressing the worker, each batch bounded by k_close_timeout (then it
+//   gives up on the flush and lets ucp_worker_destroy release the rest), destroys the
+//   workers, unmaps exposures never withdrawn (with a warning) and calls ucp_cleanup.
+//   Completions still pending are called with an error before it returns. No other thread
+//   may use the transport during destruction, and callbacks must not call back into it then.
+// - Trust. Address blobs, keys and incoming transport headers are checked before use
+//   (lengths, bounds, magic, peer and worker indices); bad input is refused (invalid_arg,
+//   one log line) or dropped, never an abort. UCX parses the worker addresses themselves.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/cacheline.hpp"
+#include "base/status.hpp"
+
+namespace mpiv::ep::ucx {
+
+namespace detail {
+struct worker;
+struct peer;
+struct state;
+} // namespace detail
+
+/// Largest number of workers per process accepted in params and in address blobs.
+constexpr std::uint32_t k_max_workers = 1024;
+/// Largest UCX worker address accepted in a blob (UCX's are a few hundred bytes).
+constexpr std::size_t k_max_worker_address = 64 * 1024;
+/// Largest payload of send(): larger data goes by expose()/get().
+constexpr std::size_t k_max_payload = 64 * 1024;
+/// Largest key of an exposure on the wire (transport part + UCX's packed rkey).
+constexpr std::size_t k_max_key = 256;
+/// Bounds on held early arrivals (see Order in the design block).
+constexpr std::size_t k_max_held = 4096;
+constexpr std::size_t k_max_held_bytes = 64 * 1024 * 1024;
+/// Bytes of the transport's own header in front of the caller's.
+constexpr std::size_t k_transport_header = 16;
+
+/// Creation parameters: plain values, checked in transport::create().
+struct params {
+    std::uint32_t self = 0;         ///< this process's peer index (< num_peers)
+    std::uint32_t num_peers = 0;    ///< number of processes (>= 1)
+    std::uint32_t workers = 0;      ///< W: ucp_workers (1..k_max_workers)
+    std::uint32_t max_inflight = 0; ///< per worker: operations not yet completed by UCX (>= 1)
+    void *ctx = nullptr;            ///< passed to the callbacks
+    /// An arrived message, called inside poll(worker) on the polling thread, in send
+    /// order for each (peer, from_worker) -> worker pair. header and payload are readable
+    /// only during the call. It may call send()/get() on @p worker (its lock is held), but
+    /// not poll(). Required.
+    void (*on_message)(void *ctx, std::uint32_t worker, std::uint32_t peer,
+                       std::uint32_t from_worker, const void *header, std::size_t header_len,
+                       const void *payload, std::size_t payload_len) = nullptr;
+    /// A peer failed (UCX error on an ep to it, or a protocol fault): called once per peer,
+    /// inside poll() of the worker that saw it, with a reason (UCX's status string).
+    /// Optional.
+    void (*on_peer_failure)(void *ctx, std::uint32_t peer, const char *reason) = nullptr;
+};
+
+/// Completion of an operation that returned status::inprogress: fn(done, status) is
+/// called exactly once, from a later poll(w) of the worker that started it (or from
+/// ~transport), with status::ok or an error.
+struct completion {
+    void (*fn)(completion *, status);
+};
+
+/// Memory exposed for remote reads (expose()/withdraw()).
+class exposure {
+  public:
+    /// The key to put on the wire: at most k_max_key bytes.
+    const void *key() const noexcept { return key_; }
+    std::size_t key_len() const noexcept { return key_len_; }
+
+  private:
+    friend class transport;
+    exposure() = default;
+    void *memh_ = nullptr;
+    std::size_t key_len_ = 0;
+    unsigned char key_[k_max_key];
+    exposure *prev_ = nullptr, *next_ = nullptr; // the transport's list of live exposures
+};
+
+/// Counters of one worker (read by its lock holder).
+struct counters {
+    std::uint64_t delivered = 0;  ///< messages given to on_message
+    std::uint64_t held_early = 0; ///< arrivals ahead of their turn (UCX reordered them)
+    std::uint64_t dropped = 0;    ///< invalid or unwanted arrivals dropped
+};
+
+class transport {
+  public:
+    /// Check @p p (an error line names the bad field), create the context and the workers.
+    /// @return ok, invalid_arg (bad params), or the mapped UCX error (logged).
+    static status create(const params &p, std::unique_ptr<transport> &out) noexcept;
+    ~transport();
+    transport(const transport &) = delete;
+    transport &operator=(const transport &) = delete;
+
+    /// This process's address blob for the modex (valid for the transport's lifetime).
+    void address(const void *&addr, std::size_t &len) const noexcept;
+    /// Record @p peer's blob (untrusted: checked; invalid_arg and a log line if malformed,
+    /// or if the peer is out of range or already connected). Thread-safe (any thread,
+    /// no worker lock); eps are created later, lazily.
+    status connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept;
+
+    /// Largest caller header of send(): UCX's max AM header (min over workers) minus
+    /// k_transport_header.
+    std::size_t max_header() const noexcept { return max_header_; }
+    /// Largest payload of send().
+    static constexpr std::size_t max_payload() noexcept { return k_max_payload; }
+    std::uint32_t workers() const noexcept { return workers_; }
+
+    /// Worker ownership (a test-and-set lock; not fair, never yields a ULT).
+    bool try_lock(std::uint32_t w) noexcept;
+    void lock(std::uint32_t w) noexcept;
+    void unlock(std::uint32_t w) noexcept;
+
+    /// One message to (peer, to_worker) through worker w. The header is copied; the
+    /// payload must stay valid until completion. header_len <= max_header(),
+    /// payload_len <= max_payload().
+    /// @return ok (complete; @p done is not called), inprogress (done->fn later, from
+    /// poll(w)), retry_nomem (max_inflight operations in flight: nothing sent; poll and
+    /// retry), invalid_arg, system (the peer failed) or a mapped UCX error.
+    /// @context holds w's lock; hot path.
+    status send(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker, const void *header,
+                std::size_t header_len, const void *payload, std::size_t payload_len,
+                completion *done) noexcept;
+
+    /// Register [buf, buf + len) for remote reads; @p e gets the exposure (its key).
+    /// @context holds w's lock (the memory registration itself takes UCX's context lock).
+    status expose(std::uint32_t w, const void *buf, std::size_t len, exposure *&e) noexcept;
+    /// Release an exposure (after the reader's FIN). Any thread.
+    void withdraw(exposure *e) noexcept;
+    /// Read @p len bytes at @p remote_addr of (peer, from_worker)'s exposure named by
+    /// @p key into @p local. Completion as for send(); len 0 completes at once.
+    /// @return as send(), invalid_arg for a malformed key or a range outside it.
+    status get(std::uint32_t w, std::uint32_t peer, std::uint32_t from_worker, const void *key,
+               std::size_t key_len, std::uint64_t remote_addr, void *local, std::size_t len,
+               completion *done) noexcept;
+
+    /// Progress worker w: UCX callbacks, deliveries, completions. Returns the number of
+    /// events (UCX progress count + deliveries). Must not be called from a callback.
+    int poll(std::uint32_t w) noexcept;
+
+    /// Sleeping: wait on event_fd(w) after arm(w) returned ok. arm(): ok, busy (events are
+    /// pending: poll first; UCX's UCS_ERR_BUSY; not a retry-class status because the
+    /// caller polls rather than retries the same call), or a mapped error.
+    int event_fd(std::uint32_t w) const noexcept;
+    status arm(std::uint32_t w) noexcept;
+    /// Wake a thread sleeping on event_fd(w). Any thread, no lock.
+    void signal(std::uint32_t w) noexcept;
+
+    counters stats(std::uint32_t w) const noexcept;
+
+  private:
+    friend struct detail::state;
+    transport() = default;
+
+    std::uint32_t workers_ = 0;
+    std::size_t max_header_ = 0;
+    std::unique_ptr<detail::state> st_;
+};
+
+} // namespace mpiv::ep::ucx

@@ -1,0 +1,160 @@
+// What transport.cpp and transport_rma.cpp share: the UCX handles, the per-worker state
+// (eps, sequence numbers, held arrivals, operation slots) and the wire formats.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "base/cacheline.hpp"
+#include "base/status.hpp"
+#include "endpoints/ucx/transport.hpp"
+
+namespace mpiv::ep::ucx::detail {
+
+/// Active-message id of transport messages (same on every worker).
+constexpr unsigned k_am_id = 7;
+/// Address blob: {u32 magic, u16 version, u16 W, W x {u32 len, bytes}}.
+constexpr std::uint32_t k_addr_magic = 0x4155564d; // "MVUA"
+constexpr std::uint16_t k_addr_version = 1;
+constexpr std::size_t k_addr_head = 8;
+/// Message header magic (with the version in its low byte).
+constexpr std::uint32_t k_msg_magic = 0x4d564d01;
+/// Key: {u32 magic, u16 version, u16 rkey_len, u64 base, u64 length, u32 check, u32 0}
+/// then UCX's packed rkey.
+constexpr std::uint32_t k_key_magic = 0x4b55564d; // "MVUK"
+constexpr std::uint16_t k_key_version = 1;
+constexpr std::size_t k_key_head = 32;
+/// Caller headers up to this size live inside the operation slot; larger ones on the heap.
+constexpr std::size_t k_slot_inline = 128;
+/// Teardown: eps closed per batch, and how long one batch may take.
+constexpr std::size_t k_close_batch = 16;
+constexpr double k_close_timeout_s = 2.0;
+
+/// The transport header in front of the caller's (host byte order: peers share the ISA).
+struct msg_header {
+    std::uint32_t magic;
+    std::uint32_t from_peer;
+    std::uint16_t from_worker;
+    std::uint16_t to_worker;
+    std::uint32_t seq;
+};
+static_assert(sizeof(msg_header) == k_transport_header, "transport header size");
+
+/// Identity of an ep, for UCX's error handler.
+struct ep_ctx {
+    state *st;
+    std::uint32_t w, peer, remote_worker;
+};
+
+/// Worker w's ep to one remote worker.
+struct ep_entry {
+    ucp_ep_h ep = nullptr;
+    std::uint32_t next_seq = 0; // sequence number of the next message on this pair
+    bool failed = false;        // UCX reported an error; never used again
+    bool fail_logged = false;
+    std::unique_ptr<ep_ctx> ctx;
+};
+
+/// An early arrival, copied: caller header then payload.
+struct held_msg {
+    std::unique_ptr<unsigned char[]> bytes;
+    std::size_t header_len, payload_len;
+};
+
+/// Receive side of one pair (remote worker -> this worker).
+struct rx_pair {
+    std::uint32_t expected = 0; // sequence number to deliver next
+    bool dead = false;          // the sender broke the protocol: drop its arrivals
+    std::map<std::uint32_t, held_msg> held;
+};
+
+/// An operation UCX has not completed yet (send or get). Lives in its worker's pool.
+struct op_slot {
+    state *st = nullptr;
+    std::uint32_t w = 0;
+    completion *done = nullptr;
+    ucp_rkey_h rkey = nullptr; // get: destroyed at completion
+    std::unique_ptr<unsigned char[]> big; // a header longer than k_slot_inline
+    std::size_t big_len = 0;
+    op_slot *next_free = nullptr;
+    bool busy = false;
+    alignas(8) unsigned char inline_hdr[k_transport_header + k_slot_inline];
+};
+
+/// One mpiv worker's UCX worker and everything only its owner touches.
+struct alignas(k_false_sharing) worker {
+    // sync: the worker lock; acquire in try_lock()/lock() pairs with release in unlock().
+    std::atomic<bool> locked{false};
+    alignas(k_false_sharing) ucp_worker_h handle = nullptr;
+    state *st = nullptr;
+    std::uint32_t index = 0;
+    int efd = -1;
+    std::size_t inflight = 0;
+    std::size_t held_bytes = 0;
+    std::vector<std::vector<ep_entry>> tx; // [peer][remote worker], sized lazily
+    std::vector<std::vector<rx_pair>> rx;  // [peer][remote worker], sized lazily
+    std::vector<std::unique_ptr<op_slot>> slots;
+    op_slot *free_slots = nullptr;
+    std::vector<ucp_ep_h> to_close;  // failed eps, closed with FORCE by poll()
+    std::vector<void *> closing;     // their close requests
+    // peers whose failure this worker saw: reported from poll(), outside UCX's handler
+    std::vector<std::pair<std::uint32_t, const char *>> failed_peers;
+    counters stats;
+};
+
+/// A connected peer's addresses; published by connect() (state: 0 none, 1 being filled,
+/// 2 ready).
+struct peer {
+    // sync: release store of 2 in connect() pairs with acquire loads in peer_ready().
+    std::atomic<std::uint32_t> state{0};
+    // sync: exchange (acq_rel) so that the failure is reported once per peer.
+    std::atomic<bool> reported{false};
+    // a hint read by other workers to fail fast; each worker's eps learn it from UCX.
+    std::atomic<bool> failed{false};
+    std::uint32_t workers = 0;
+    std::vector<std::vector<unsigned char>> addrs;
+};
+
+struct state {
+    transport *self = nullptr;
+    params p;
+    ucp_context_h ctx = nullptr;
+    std::unique_ptr<worker[]> workers;
+    std::unique_ptr<peer[]> peers;
+    std::vector<unsigned char> blob;
+    std::size_t max_header = 0;
+    bool destroying = false;
+    std::mutex exp_mutex; // guards the exposure list (withdraw() may run on any thread)
+    exposure *exposures = nullptr;
+
+    static void send_done(void *request, ucs_status_t s, void *user_data) noexcept;
+    static void err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept;
+    static ucs_status_t am_recv(void *arg, const void *header, std::size_t header_len,
+                                void *data, std::size_t len,
+                                const ucp_am_recv_param_t *param) noexcept;
+
+    status get_ep(worker &wk, std::uint32_t peer, std::uint32_t remote_worker, ep_entry *&out,
+                  const char *call) noexcept;
+    op_slot *take_slot(worker &wk) noexcept;
+    void put_slot(worker &wk, op_slot *slot) noexcept;
+    void fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept;
+    void deliver_arrival(worker &wk, const msg_header &h, const unsigned char *hdr,
+                         std::size_t hlen, const void *data, std::size_t len) noexcept;
+    void close_worker_eps(worker &wk) noexcept;
+};
+
+/// UCX status -> mpiv status.
+status from_ucs(ucs_status_t s) noexcept;
+/// Log "ucx: <call>: <what>: <UCX string>" at error level and map the status.
+status ucs_error(const char *call, const char *what, ucs_status_t s) noexcept;
+/// 32-bit FNV-1a over @p n bytes, continuing from @p h.
+std::uint32_t fnv1a(const void *data, std::size_t n, std::uint32_t h = 2166136261u) noexcept;
+
+} // namespace mpiv::ep::ucx::detail
