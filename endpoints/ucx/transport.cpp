@@ -343,35 +343,69 @@ ucs_status_t state::am_recv(void *arg, const void *header, std::size_t header_le
     return UCS_OK;
 }
 
-void state::close_worker_eps(worker &wk) noexcept
+void state::close_all_eps() noexcept
 {
+    // Every worker's eps, closed together while every worker progresses: a flush close of
+    // a PEER-mode ep ends only once the peer's worker answers, and the peers close theirs
+    // at the same time (finalize), each progressing its own workers.
     struct pending {
+        worker *wk;
         ucp_ep_h ep;
         bool force;
     };
     std::vector<pending> eps;
     try {
-        for (ucp_ep_h ep : wk.to_close) {
-            eps.push_back({ep, true});
-        }
-        for (auto &row : wk.tx) {
-            for (ep_entry &e : row) {
-                if (e.ep != nullptr) {
-                    eps.push_back({e.ep, e.failed});
-                    e.ep = nullptr;
+        for (std::uint32_t i = 0; i < p.workers; ++i) {
+            worker &wk = workers[i];
+            if (wk.handle == nullptr) {
+                continue;
+            }
+            for (ucp_ep_h ep : wk.to_close) {
+                eps.push_back({&wk, ep, true});
+            }
+            wk.to_close.clear();
+            for (auto &row : wk.tx) {
+                for (ep_entry &e : row) {
+                    if (e.ep != nullptr) {
+                        eps.push_back({&wk, e.ep, e.failed});
+                        e.ep = nullptr;
+                    }
                 }
             }
         }
     } catch (...) {
-        base::log(base::log_level::warn, "ucx: teardown: no memory; worker %u's eps are left to "
-                  "ucp_worker_destroy", wk.index);
+        base::log(base::log_level::warn,
+                  "ucx: teardown: no memory; eps are left to ucp_worker_destroy");
     }
-    wk.to_close.clear();
     std::vector<void *> reqs;
+    for (std::uint32_t i = 0; i < p.workers; ++i) {
+        try {
+            reqs.insert(reqs.end(), workers[i].closing.begin(), workers[i].closing.end());
+        } catch (...) {
+            for (void *r : workers[i].closing) {
+                ucp_request_free(r);
+            }
+        }
+        workers[i].closing.clear();
+    }
+    auto progress_all = [this] {
+        for (std::uint32_t i = 0; i < p.workers; ++i) {
+            if (workers[i].handle != nullptr) {
+                ucp_worker_progress(workers[i].handle);
+            }
+        }
+    };
+    auto done = [](void *r) {
+        if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+            return false;
+        }
+        ucp_request_free(r);
+        return true;
+    };
     std::size_t next = 0;
-    while (next < eps.size() || !reqs.empty() || !wk.closing.empty()) {
-        // One batch: close up to k_close_batch eps, then progress until their closes (and
-        // those poll() started) end or the batch's time is up.
+    while (next < eps.size() || !reqs.empty()) {
+        // One batch: close up to k_close_batch eps, then progress until their closes end
+        // or the batch's time is up.
         for (; next < eps.size() && reqs.size() < k_close_batch; ++next) {
             ucp_request_param_t prm;
             std::memset(&prm, 0, sizeof prm);
@@ -393,36 +427,23 @@ void state::close_worker_eps(worker &wk) noexcept
         }
         const auto deadline = std::chrono::steady_clock::now() +
                               std::chrono::duration<double>(k_close_timeout_s);
-        auto open = [&] {
-            auto done = [](void *r) {
-                if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-                    return false;
-                }
-                ucp_request_free(r);
-                return true;
-            };
+        for (;;) {
             reqs.erase(std::remove_if(reqs.begin(), reqs.end(), done), reqs.end());
-            wk.closing.erase(std::remove_if(wk.closing.begin(), wk.closing.end(), done),
-                             wk.closing.end());
-            return !reqs.empty() || !wk.closing.empty();
-        };
-        while (open()) {
+            if (reqs.empty()) {
+                break;
+            }
             if (std::chrono::steady_clock::now() > deadline) {
                 base::log(base::log_level::warn,
-                          "ucx: teardown: worker %u: %zu ep closes did not end in %.1f s; "
-                          "ucp_worker_destroy releases them",
-                          wk.index, reqs.size() + wk.closing.size(), k_close_timeout_s);
+                          "ucx: teardown: %zu ep closes did not end in %.1f s (peers not "
+                          "progressing?); ucp_worker_destroy releases them",
+                          reqs.size(), k_close_timeout_s);
                 for (void *r : reqs) {
                     ucp_request_free(r);
                 }
-                for (void *r : wk.closing) {
-                    ucp_request_free(r);
-                }
                 reqs.clear();
-                wk.closing.clear();
                 break;
             }
-            ucp_worker_progress(wk.handle);
+            progress_all();
         }
     }
 }
@@ -581,11 +602,7 @@ transport::~transport()
     }
     state &st = *st_;
     st.destroying = true;
-    for (std::uint32_t i = 0; i < st.p.workers; ++i) {
-        if (st.workers[i].handle != nullptr) {
-            st.close_worker_eps(st.workers[i]);
-        }
-    }
+    st.close_all_eps();
     for (std::uint32_t i = 0; i < st.p.workers; ++i) {
         worker &wk = st.workers[i];
         if (wk.handle != nullptr) {

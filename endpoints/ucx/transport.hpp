@@ -205,6 +205,7 @@ class transport {
 
   private:
     friend struct detail::state;
+    friend struct transport_test_access; // white-box tests (reordering, bad arrivals)
     transport() = default;
 
     std::uint32_t workers_ = 0;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -147,7 +148,7 @@ struct state {
     void fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept;
     void deliver_arrival(worker &wk, const msg_header &h, const unsigned char *hdr,
                          std::size_t hlen, const void *data, std::size_t len) noexcept;
-    void close_worker_eps(worker &wk) noexcept;
+    void close_all_eps() noexcept;
 };
 
 /// UCX status -> mpiv status.
