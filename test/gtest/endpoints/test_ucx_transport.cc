@@ -6,6 +6,7 @@
 #include "endpoints/ucx/transport.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,25 @@ struct transport_test_access {
     }
 };
 } // namespace mpiv::ep::ucx
+
+#if defined(__SANITIZE_THREAD__)
+namespace {
+// UCX's libucm patches mmap/madvise/malloc to track memory for its registration cache;
+// under ThreadSanitizer a thread's exit then calls into TSan from ucm_madvise after TSan
+// has let the thread go (a crash inside TSan's runtime, not a report). TCP needs no
+// registration cache, so the hooks go: libucm reads UCX_MEM_* when it is loaded, before
+// any code of ours runs, so the program restarts itself once with them set. glibc passes
+// argc/argv to constructors.
+__attribute__((constructor)) void ucm_hooks_off(int argc, char **argv, char **)
+{
+    if (std::getenv("UCX_MEM_MMAP_HOOK_MODE") == nullptr && argc > 0) {
+        setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 1);
+        setenv("UCX_MEM_MALLOC_HOOKS", "no", 1);
+        execv("/proc/self/exe", argv);
+    }
+}
+} // namespace
+#endif
 
 namespace {
 
