@@ -303,6 +303,9 @@ ucs_status_t state::am_recv(void *arg, const void *header, std::size_t header_le
 {
     auto *wk = static_cast<worker *>(arg);
     state *st = wk->st;
+    if (st->destroying) {
+        return UCS_OK; // teardown: no more deliveries into the caller
+    }
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
         // send() always asks for eager; a rendezvous message is not ours.
         base::log(base::log_level::error, "ucx: worker %u: unexpected rendezvous message dropped",

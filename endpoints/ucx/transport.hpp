@@ -50,7 +50,8 @@
 //   a time while progressing the worker, each batch bounded by k_close_timeout (then it
 //   gives up on the flush and lets ucp_worker_destroy release the rest), destroys the
 //   workers, unmaps exposures never withdrawn (with a warning) and calls ucp_cleanup.
-//   Completions still pending are called with an error before it returns. No other thread
+//   Completions still pending are called (ok or an error) before it returns; arrivals
+//   during teardown are dropped, never delivered. No other thread
 //   may use the transport during destruction, and callbacks must not call back into it then.
 // - Trust. Address blobs, keys and incoming transport headers are checked before use
 //   (lengths, bounds, magic, peer and worker indices); bad input is refused (invalid_arg,
@@ -161,7 +162,8 @@ class transport {
     static constexpr std::size_t max_payload() noexcept { return k_max_payload; }
     std::uint32_t workers() const noexcept { return workers_; }
 
-    /// Worker ownership (a test-and-set lock; not fair, never yields a ULT).
+    /// Worker ownership: a test-and-test-and-set lock, not fair; lock() spins, then yields
+    /// (the ULT when the caller is one, else the thread). Not recursive.
     bool try_lock(std::uint32_t w) noexcept;
     void lock(std::uint32_t w) noexcept;
     void unlock(std::uint32_t w) noexcept;

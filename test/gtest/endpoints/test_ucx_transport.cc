@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "endpoints/ucx/transport_detail.hpp"
@@ -258,6 +259,17 @@ class ucx_transport : public ::testing::Test {
             << "destruction took too long";
     }
 
+    // Storage that must outlive the transports (completions, payloads, get buffers): a
+    // test that stops early leaves operations in flight, which end in TearDown.
+    template <class T, class... A>
+    T &hold(A &&...a)
+    {
+        auto p = std::make_shared<T>(std::forward<A>(a)...);
+        held_.push_back(p);
+        return *p;
+    }
+
+    std::vector<std::shared_ptr<void>> held_;
     std::vector<std::unique_ptr<node>> nodes_;
 };
 
@@ -306,7 +318,7 @@ TEST_F(ucx_transport, round_trip_all_sizes)
     struct sent {
         std::vector<unsigned char> h, p;
     };
-    std::vector<sent> msgs;
+    auto &msgs = hold<std::vector<sent>>();
     for (std::size_t hs : hsizes) {
         for (std::size_t ps : psizes) {
             sent s;
@@ -320,7 +332,7 @@ TEST_F(ucx_transport, round_trip_all_sizes)
             msgs.push_back(std::move(s));
         }
     }
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     std::uint64_t pending = 0;
     // Both directions: node 0 -> 1 and 1 -> 0, same messages.
     for (int dir = 0; dir < 2; ++dir) {
@@ -403,13 +415,13 @@ TEST_F(ucx_transport, per_pair_order_under_threads)
             e = h[2] + 1;
         };
     }
-    std::vector<unsigned char> payload(64);
+    auto &payload = hold<std::vector<unsigned char>>(64);
     for (std::size_t k = 0; k < payload.size(); ++k) {
         payload[k] = pattern(k, 3);
     }
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> errors{0};
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     std::atomic<std::uint64_t> inprogress{0};
     auto received = [&] {
         std::uint64_t r = 0;
@@ -466,6 +478,7 @@ TEST_F(ucx_transport, per_pair_order_under_threads)
         th.join();
     }
     EXPECT_EQ(errors.load(), 0u);
+    ASSERT_EQ(2 * W * per_thread, 2 * total);
     EXPECT_EQ(received(), 2 * total);
     EXPECT_EQ(order_errors.load(), 0u);
     EXPECT_EQ(cc.failed.load(), 0u);
@@ -491,7 +504,8 @@ TEST_F(ucx_transport, get_large_served_by_owner_progress)
     transport &a = *nodes_[0]->t;
     transport &b = *nodes_[1]->t;
     constexpr std::size_t n = 4 << 20;
-    std::vector<unsigned char> src(n), dst(n, 0);
+    auto &src = hold<std::vector<unsigned char>>(n);
+    auto &dst = hold<std::vector<unsigned char>>(n, 0);
     for (std::size_t i = 0; i < n; ++i) {
         src[i] = pattern(i, 42);
     }
@@ -507,7 +521,7 @@ TEST_F(ucx_transport, get_large_served_by_owner_progress)
     const std::uint64_t base = reinterpret_cast<std::uintptr_t>(src.data());
     std::memcpy(rts.data(), &base, 8);
     std::memcpy(rts.data() + 8, e->key(), e->key_len());
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     status s = send_retry(*nodes_[0], 0, 1, 0, rts.data(), rts.size(), nullptr, 0, &cc.c);
     ASSERT_TRUE(s == status::ok || s == status::inprogress);
     ASSERT_TRUE(pump([&] { return nodes_[1]->count[0].load() == 1; }));
@@ -517,7 +531,7 @@ TEST_F(ucx_transport, get_large_served_by_owner_progress)
     const unsigned char *key = m.header.data() + 8;
     const std::size_t key_len = m.header.size() - 8;
 
-    counter_completion gc;
+    auto &gc = hold<counter_completion>();
     b.lock(0);
     s = b.get(0, 0, 0, key, key_len, raddr, dst.data(), n, &gc.c);
     b.unlock(0);
@@ -538,16 +552,16 @@ TEST_F(ucx_transport, get_large_served_by_owner_progress)
     EXPECT_TRUE(dst == src) << "4 MiB get: contents differ";
 
     // A sub-range at an offset, and the last byte.
-    std::vector<unsigned char> part(1000, 0);
-    counter_completion pc;
+    auto &part = hold<std::vector<unsigned char>>(1000, 0);
+    auto &pc = hold<counter_completion>();
     b.lock(0);
     s = b.get(0, 0, 0, key, key_len, raddr + 12345, part.data(), part.size(), &pc.c);
     b.unlock(0);
     ASSERT_TRUE(s == status::ok || s == status::inprogress);
     ASSERT_TRUE(pump([&] { return s == status::ok || pc.total() == 1; }));
     EXPECT_EQ(0, std::memcmp(part.data(), src.data() + 12345, part.size()));
-    unsigned char last = 0;
-    counter_completion lc;
+    auto &last = hold<unsigned char>(0);
+    auto &lc = hold<counter_completion>();
     b.lock(0);
     s = b.get(0, 0, 0, key, key_len, raddr + n - 1, &last, 1, &lc.c);
     b.unlock(0);
@@ -561,7 +575,8 @@ TEST_F(ucx_transport, bad_keys_refused)
     make(2, 1);
     transport &a = *nodes_[0]->t;
     transport &b = *nodes_[1]->t;
-    std::vector<unsigned char> src(4096, 7), dst(8192);
+    auto &src = hold<std::vector<unsigned char>>(4096, 7);
+    auto &dst = hold<std::vector<unsigned char>>(8192);
     exposure *e = nullptr;
     a.lock(0);
     ASSERT_EQ(a.expose(0, src.data(), src.size(), e), status::ok);
@@ -572,7 +587,7 @@ TEST_F(ucx_transport, bad_keys_refused)
     const auto base = reinterpret_cast<std::uintptr_t>(src.data());
     std::vector<unsigned char> key(static_cast<const unsigned char *>(e->key()),
                                    static_cast<const unsigned char *>(e->key()) + e->key_len());
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     log_capture logs;
     auto try_get = [&](const std::vector<unsigned char> &k, std::size_t klen, std::uint64_t addr,
                        std::size_t len) {
@@ -731,7 +746,7 @@ TEST_F(ucx_transport, malformed_addresses_refused)
     }
     EXPECT_EQ(t->connect(3, good.data(), good.size()), status::invalid_arg); // peer range
     // A send to a peer never connected is refused too.
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     t->lock(0);
     EXPECT_EQ(t->send(0, 1, 0, nullptr, 0, nullptr, 0, &cc.c), status::invalid_arg);
     t->unlock(0);
@@ -745,15 +760,20 @@ TEST_F(ucx_transport, retry_at_max_inflight)
     constexpr std::uint32_t limit = 4;
     make(2, 1, limit);
     transport &a = *nodes_[0]->t;
-    std::vector<unsigned char> payload(transport::max_payload(), 9);
-    counter_completion cc;
+    auto &payload = hold<std::vector<unsigned char>>(transport::max_payload(), 9);
+    auto &cc = hold<counter_completion>();
     std::uint32_t sent = 0, inprogress = 0;
     bool refused = false;
     a.lock(0);
-    // No polling: the first sends wait for the ep's wireup, so they stay in flight.
+    // No polling: the first sends wait for the ep's wireup, so they stay in flight. Each
+    // header is a fresh stack variable at the same address, overwritten by the next send
+    // while the earlier ones are still in flight: the receiver sees the right numbers only
+    // because send() copies the header (UCX 1.13 keeps the header pointer).
     for (int k = 0; k < 1000 && !refused; ++k) {
         std::uint32_t h = sent;
-        status s = a.send(0, 1, 0, &h, sizeof h, payload.data(), payload.size(), &cc.c);
+        // Alternating small (one fragment) and largest (many) payloads.
+        const std::size_t pl = sent % 2 == 0 ? 8 : payload.size();
+        status s = a.send(0, 1, 0, &h, sizeof h, payload.data(), pl, &cc.c);
         if (s == status::retry_nomem) {
             refused = true;
         } else {
@@ -788,7 +808,7 @@ TEST_F(ucx_transport, peer_destroyed_mid_run)
 {
     make(3, 1);
     transport &a = *nodes_[0]->t;
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     std::uint32_t x = 1;
     // Traffic a <-> b and a <-> c first, so eps exist.
     for (std::uint32_t p : {1u, 2u}) {
@@ -871,7 +891,7 @@ TEST_F(ucx_transport, sleep_and_signal)
     while (a.poll(0) > 0) {
     }
     a.unlock(0);
-    counter_completion cc;
+    auto &cc = hold<counter_completion>();
     std::uint32_t x = 5;
     ASSERT_TRUE(send_retry(*nodes_[1], 0, 0, 0, &x, sizeof x, nullptr, 0, &cc.c) !=
                 status::invalid_arg);
