@@ -5,3 +5,5 @@ include contrib/apsm/local.mk
 # Instruction counts of the endpoints path against MPI_COMM_WORLD (callgrind; by hand).
 dist_noinst_SCRIPTS += %reldir%/callgrind/ep_cost.sh
 EXTRA_DIST += %reldir%/callgrind/ep_cost.c
+# Multi-node tests on one machine (network namespaces).
+include contrib/twonode/local.mk
