@@ -7,3 +7,5 @@ dist_noinst_SCRIPTS += %reldir%/callgrind/ep_cost.sh
 EXTRA_DIST += %reldir%/callgrind/ep_cost.c
 # Multi-node tests on one machine (network namespaces).
 include contrib/twonode/local.mk
+# srun --mpi=pmix under a private one-node Slurm.
+include contrib/slurm/local.mk

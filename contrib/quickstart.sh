@@ -32,6 +32,7 @@ packages=(
   libopenmpi-dev openmpi-bin mpich libmpich-dev
   libgtest-dev libbenchmark-dev libboost-context-dev
   libucx-dev
+  slurm-wlm munge
   spin gnuplot-nox python3
 )
 missing=()
