@@ -54,11 +54,10 @@ probe() {
 # tagged: the pids of the processes started by this set-up (see above).
 tagged() {
     local f
-    for f in /proc/[0-9]*/environ; do
-        if grep -q -z -x -F "$tag" "$f" 2>/dev/null; then
-            f=${f#/proc/}
-            echo "${f%/environ}"
-        fi
+    # One grep over all processes (a process ending meanwhile is an unreadable file).
+    for f in $(grep -l -s -z -x -F "$tag" /proc/[0-9]*/environ || true); do
+        f=${f#/proc/}
+        echo "${f%/environ}"
     done
 }
 
@@ -147,10 +146,11 @@ up() {
     munge -S "$dir/munge.socket" -n </dev/null | unmunge -S "$dir/munge.socket" >/dev/null 2>&1 ||
         skip "munged does not work: $(tail -n 3 "$dir/munged.out" "$dir/munged.log" 2>/dev/null)"
 
-    host=$(hostname -s)
-    # This node as slurmd sees it (CPUs, sockets, cores, threads, memory), so that slurmd's
-    # registration matches the configuration.
+    # This node as slurmd sees it (its name, CPUs, sockets, cores, threads, memory), so that
+    # slurmd's registration matches the configuration.
     node_line=$(slurmd -C | grep '^NodeName=') || skip "slurmd -C failed"
+    host=${node_line#NodeName=}
+    host=${host%% *}
     ctld_port=$(free_port 16817)
     slurmd_port=$(free_port $((ctld_port + 1)))
     cat >"$dir/slurm.conf" <<EOF
