@@ -1,7 +1,8 @@
 // ucx::transport: the UCX (UCP 1.13) network transport core. It moves opaque headers and
 // payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
 // puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
-// messages, progress, teardown), transport_rma.cpp (expose/get/withdraw);
+// sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_rma.cpp
+// (expose/get/withdraw);
 // transport_detail.hpp holds what they share and is the only place that includes UCX.
 //
 // Design:

@@ -794,7 +794,8 @@ TEST_F(ucx_transport, retry_at_max_inflight)
     ASSERT_TRUE(s == status::ok || s == status::inprogress);
     ++sent;
     inprogress += s == status::inprogress;
-    ASSERT_TRUE(pump([&] { return nodes_[1]->count[0].load() == sent && cc.total() == inprogress; }));
+    ASSERT_TRUE(pump(
+        [&] { return nodes_[1]->count[0].load() == sent && cc.total() == inprogress; }));
     // The refused attempt used no sequence number: all arrive, in order.
     for (std::uint32_t i = 0; i < sent; ++i) {
         std::uint32_t got;
