@@ -8,52 +8,20 @@
 #include <new>
 #include <type_traits>
 
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "base/log.hpp"
 #include "sched/runtime.hpp"
 #include "endpoints/engine_detail.hpp"
-#include "endpoints/shm/cma.hpp"
 
 namespace mpiv::ep {
 
 namespace {
 
-constexpr std::uint64_t k_segment_magic = 0x6d70697673656702ull; // "mpivseg" + version 2
-constexpr std::uint32_t k_address_version = 2;
-constexpr std::size_t k_page = 4096;
 constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
-constexpr std::uint32_t k_max_endpoints = 256;
 constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;
 constexpr std::uint32_t k_max_idle_us = 1000000; // a second
-
-// The first page of a segment: what a peer needs to find the queues and the region.
-struct segment_header {
-    std::atomic<std::uint64_t> magic; // stored last (release) by the owner
-    std::uint32_t pid;
-    std::uint32_t endpoints;
-    std::uint32_t queue_slots;
-    std::uint32_t packet_size;
-    std::uint64_t queue_offset;
-    std::uint64_t queue_stride;
-    std::uint64_t region_offset;
-    std::uint64_t region_bytes;
-    // Copy slots for two-copy transfers: copy_peers blocks of k_copy_stride bytes (the
-    // block of peer i holds what the owner sends to i); copy_slots 0: none.
-    std::uint64_t copy_offset;
-    std::uint32_t copy_peers;
-    std::uint32_t copy_slots;
-    std::uint32_t copy_piece;
-    // The owner's progress-owner thread sleeps on the doorbell (a shared futex) when
-    // idle; `sleeping` tells senders to ring it after they push.
-    alignas(64) std::atomic<std::uint32_t> doorbell;
-    std::atomic<std::uint32_t> sleeping;
-};
-static_assert(sizeof(segment_header) <= k_page, "the header fits in the first page");
-
-constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
 
 // Endpoint of the calling thread, assigned round robin on first use (shared by every
 // engine of the process: tests may create several). initial-exec, as in sched/worker.hpp:
@@ -81,7 +49,7 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     if (params.self >= params.num_peers) {
         return bad("self", params.self);
     }
-    if (params.endpoints == 0 || params.endpoints > k_max_endpoints) {
+    if (params.endpoints == 0 || params.endpoints > shm::transport::k_max_endpoints) {
         return bad("endpoints", params.endpoints);
     }
     if (shm::mpsc_queue<>::bytes_for(params.queue_slots) == 0) {
@@ -117,111 +85,29 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
         return bad("single_copy", single_copy);
     }
     int cma_error = 0; // of a read of this process's own memory
-    if (single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
-        // Let the peers read this process where the Yama module would allow only a
-        // debugger (ptrace_scope 1); EINVAL without Yama, which is fine.
-        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-        const std::uint64_t word = k_segment_magic;
-        std::uint64_t copy = 0;
-        cma_error = shm::cma_try(static_cast<int>(getpid()), &copy,
-                                 reinterpret_cast<std::uintptr_t>(&word), sizeof copy);
-        if (cma_error == 0 && copy != word) {
-            cma_error = EFAULT;
-        }
-        if (cma_error != 0 && single_copy == MPIV_P2P_SINGLE_COPY_CMA) {
-            base::log(base::log_level::error,
-                      "mpiv_p2p_create: process_vm_readv (CMA) fails here (%s) and single_copy "
-                      "is CMA",
-                      std::strerror(cma_error));
-            return status::system;
-        }
+    const status checked = shm::transport::check_cma(params.single_copy, cma_error);
+    if (checked != status::ok) {
+        return checked;
     }
     std::unique_ptr<engine> e(new (std::nothrow) engine(params));
     if (e == nullptr) {
         return status::nomem;
     }
-    e->cma_self_error_ = single_copy == MPIV_P2P_SINGLE_COPY_NONE ? EPERM : cma_error;
-    const status s = e->init();
+    const status s = e->init(cma_error);
     if (s == status::ok) {
         engine_p = std::move(e);
     }
     return s;
 }
 
-status engine::init() noexcept
+status engine::init(int cma_self_error) noexcept
 {
     try {
-        const std::uint32_t packet_size = static_cast<std::uint32_t>(
-            round_up(std::max<std::uint32_t>(params_.eager_limit, 1), k_cacheline));
-        pool::pool_params pp;
-        pp.packet_size = packet_size;
-        pp.packet_count = params_.packet_count;
-        pp.workers = params_.endpoints;
-        pp.private_capacity = std::max<std::uint32_t>(1, std::min<std::uint32_t>(
-                                                             64, params_.packet_count / params_.endpoints));
-        pp.private_initial = std::min(pp.private_capacity, params_.packet_count / (2 * params_.endpoints));
-        const std::size_t region_bytes = pool::packet_pool<>::region_bytes(pp);
-        const std::size_t queue_stride = round_up(shm::mpsc_queue<>::bytes_for(params_.queue_slots), k_page);
-        const std::size_t queue_offset = k_page;
-        const std::size_t region_offset = queue_offset + queue_stride * params_.endpoints;
-        const std::size_t copy_offset = region_offset + round_up(region_bytes, k_page);
-        const bool copies = params_.single_copy != MPIV_P2P_SINGLE_COPY_CMA;
-        const std::size_t total =
-            copy_offset + (copies ? k_copy_stride * params_.num_peers : 0);
-        if (region_bytes == 0) {
-            base::log(base::log_level::error, "mpiv_p2p_create: no valid pool geometry");
-            return status::param;
-        }
-        status s = shm::segment::create(total, seg_);
+        status s = shm_.init(params_, cma_self_error);
         if (s != status::ok) {
             return s;
         }
-        auto *base = static_cast<std::byte *>(seg_.base());
-        inbound_ = std::vector<shm::mpsc_queue<>>(params_.endpoints);
-        for (std::uint32_t i = 0; i < params_.endpoints; ++i) {
-            s = inbound_[i].format(base + queue_offset + i * queue_stride, queue_stride,
-                                   params_.queue_slots);
-            if (s != status::ok) {
-                return s;
-            }
-        }
-        s = pool_.init(pp, base + region_offset, round_up(region_bytes, k_page));
-        if (s != status::ok) {
-            return s;
-        }
-        auto *h = new (base) segment_header;
-        h->pid = static_cast<std::uint32_t>(getpid());
-        h->endpoints = params_.endpoints;
-        h->queue_slots = params_.queue_slots;
-        h->packet_size = packet_size;
-        h->queue_offset = queue_offset;
-        h->queue_stride = queue_stride;
-        h->region_offset = region_offset;
-        h->region_bytes = round_up(region_bytes, k_page);
-        h->copy_offset = copy_offset;
-        h->copy_peers = copies ? params_.num_peers : 0;
-        h->copy_slots = copies ? k_copy_slots : 0;
-        h->copy_piece = k_copy_piece;
-        // The busy words start as the memfd's zero pages (clear): nothing is written, so
-        // the blocks of peers never sent to by two copies cost no memory.
-        static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
-                          sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
-                      "busy words are plain 32-bit words in shared memory");
-        copy_area_ = copies ? reinterpret_cast<unsigned char *>(base + copy_offset) : nullptr;
-        h->doorbell.store(0, std::memory_order_relaxed);
-        h->sleeping.store(0, std::memory_order_relaxed);
-        doorbell_ = &h->doorbell;
-        sleeping_ = &h->sleeping;
-        // Release: a peer that reads the magic with acquire sees the formatted segment.
-        h->magic.store(k_segment_magic, std::memory_order_release);
-
-        addr_.version = k_address_version;
-        addr_.pid = h->pid;
-        addr_.fd = seg_.fd();
-        addr_.self = params_.self;
-        addr_.bytes = total;
-        addr_.probe = reinterpret_cast<std::uintptr_t>(&addr_);
-
+        inline_max_ = std::min(k_inline_max, shm_.max_message() - (sizeof(wire) - k_wire_inline));
         peers_.reset(new peer_state[params_.num_peers]);
         s = match::table::create(k_table_buckets, table_, serial_);
         if (s != status::ok) {
@@ -238,12 +124,15 @@ status engine::init() noexcept
         // Peers map this segment through /proc/<pid>/fd: where this process cannot map its
         // own that way (no /proc), no peer could, and the caller should decline now rather
         // than fail at the first contact (this also connects the engine to itself).
-        s = connect(params_.self, &addr_, sizeof addr_);
+        const void *self_addr = nullptr;
+        std::size_t self_len = 0;
+        shm_.address(self_addr, self_len);
+        s = connect(params_.self, self_addr, self_len);
         if (s != status::ok) {
             base::log(base::log_level::error,
                       "mpiv_p2p_create: this process cannot map its own segment through "
-                      "/proc/%u/fd, so no peer could",
-                      addr_.pid);
+                      "/proc/%d/fd, so no peer could",
+                      static_cast<int>(getpid()));
             return s;
         }
         if (params_.progress == MPIV_P2P_PROGRESS_SERVER) {
@@ -264,7 +153,7 @@ engine::~engine()
     // Relaxed: join() orders the server's last accesses before the teardown below.
     stop_.store(true, std::memory_order_relaxed);
     if (server_.joinable()) {
-        ring(doorbell_, sleeping_); // it may sleep on the doorbell
+        shm_.ring_self(); // it may sleep on the doorbell
         server_.join();
     }
     // Acquire: pairs with each poller's release decrement; they end once no ULT waits.
@@ -313,38 +202,6 @@ engine::~engine()
     }
 }
 
-status engine::try_cma(std::uint32_t peer, peer_state &p, const address_t &a) noexcept
-{
-    // Can this process read the peer's memory? Read its address record where it says it
-    // is and compare it with the modex copy (the peer may deny it: Yama, seccomp, ...).
-    p.cma = peer == params_.self;
-    p.cma_error = 0;
-    if (!p.cma && params_.single_copy != MPIV_P2P_SINGLE_COPY_NONE) {
-        if (cma_self_error_ != 0) {
-            p.cma_error = cma_self_error_;
-        } else {
-            address_t theirs{};
-            p.cma_error = shm::cma_try(static_cast<int>(a.pid), &theirs, a.probe, sizeof theirs);
-            if (p.cma_error == 0 && std::memcmp(&theirs, &a, sizeof a) != 0) {
-                p.cma_error = EFAULT;
-            }
-        }
-        p.cma = p.cma_error == 0;
-        if (!p.cma) {
-            const bool fatal = params_.single_copy == MPIV_P2P_SINGLE_COPY_CMA;
-            base::log(fatal ? base::log_level::error : base::log_level::info,
-                      "mpiv_p2p_connect: process_vm_readv from peer %u (pid %u) fails (%s)%s",
-                      peer, a.pid, std::strerror(p.cma_error),
-                      fatal ? " and single_copy is CMA"
-                            : ": its large messages come in two copies through shared memory");
-            if (fatal) {
-                return status::system;
-            }
-        }
-    }
-    return status::ok;
-}
-
 status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p) const noexcept
 {
     if (peer >= params_.num_peers || !peers_[peer].connected) {
@@ -352,8 +209,8 @@ status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p
                   peer);
         return status::invalid_arg;
     }
-    single_p = peers_[peer].cma;
-    error_p = peers_[peer].cma_error;
+    single_p = shm_.at(peer).cma;
+    error_p = shm_.at(peer).cma_error;
     return status::ok;
 }
 
@@ -370,114 +227,17 @@ std::uint32_t engine::my_endpoint() noexcept
 
 status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept
 {
-    if (peer >= params_.num_peers || addr == nullptr || len != sizeof(address_t)) {
-        base::log(base::log_level::error, "mpiv_p2p_connect: bad peer %u or address length %zu",
-                  peer, len);
-        return status::invalid_arg;
-    }
-    address_t a;
-    std::memcpy(&a, addr, sizeof a);
-    if (a.version != k_address_version || a.self != peer) {
-        base::log(base::log_level::error,
-                  "mpiv_p2p_connect: address of peer %u is malformed (version %u, self %u)", peer,
-                  a.version, a.self);
+    if (peer >= params_.num_peers) {
+        base::log(base::log_level::error, "mpiv_p2p_connect: bad peer %u", peer);
         return status::invalid_arg;
     }
     std::lock_guard<std::mutex> guard(peers_mu_);
     peer_state &p = peers_[peer];
-    if (p.connected) {
-        return status::ok;
+    const status s = shm_.connect(peer, addr, len);
+    if (s == status::ok) {
+        p.connected = true;
     }
-    status s = shm::segment::attach(static_cast<int>(a.pid), a.fd, a.bytes, p.seg);
-    if (s != status::ok) {
-        return s;
-    }
-    auto *base = static_cast<std::byte *>(p.seg.base());
-    auto *h = reinterpret_cast<segment_header *>(base);
-    // Acquire: pairs with the owner's release store of the magic in init().
-    if (h->magic.load(std::memory_order_acquire) != k_segment_magic) {
-        base::log(base::log_level::error, "mpiv_p2p_connect: segment of peer %u is not an mpiv segment", peer);
-        return status::invalid_arg;
-    }
-    // The geometry is the peer's word: each field is read once, and the queues and the
-    // region it places must lie inside the mapping, after the header, without overlap.
-    const std::uint64_t endpoints = h->endpoints;
-    const std::uint64_t queue_offset = h->queue_offset;
-    const std::uint64_t queue_stride = h->queue_stride;
-    const std::uint64_t region_offset = h->region_offset;
-    const std::uint64_t region_bytes = h->region_bytes;
-    if (endpoints == 0 || endpoints > k_max_endpoints || queue_offset < sizeof(segment_header) ||
-        queue_stride == 0 || queue_stride > a.bytes || queue_offset > a.bytes ||
-        queue_offset + endpoints * queue_stride > region_offset || region_offset > a.bytes ||
-        region_bytes > a.bytes - region_offset) {
-        base::log(base::log_level::error,
-                  "mpiv_p2p_connect: segment of peer %u has a bad geometry (%llu endpoints, "
-                  "queues at %llu + n * %llu, region at %llu, %llu bytes, segment %llu bytes)",
-                  peer, static_cast<unsigned long long>(endpoints),
-                  static_cast<unsigned long long>(queue_offset),
-                  static_cast<unsigned long long>(queue_stride),
-                  static_cast<unsigned long long>(region_offset),
-                  static_cast<unsigned long long>(region_bytes),
-                  static_cast<unsigned long long>(a.bytes));
-        return status::invalid_arg;
-    }
-    try {
-        p.queues = std::vector<shm::mpsc_queue<>>(endpoints);
-    } catch (const std::bad_alloc &) {
-        return status::nomem;
-    }
-    for (std::uint64_t i = 0; i < endpoints; ++i) {
-        s = p.queues[i].attach(base + queue_offset + i * queue_stride, queue_stride);
-        if (s != status::ok) {
-            return s;
-        }
-    }
-    s = p.region.attach(base + region_offset, region_bytes);
-    if (s != status::ok) {
-        return s;
-    }
-    // The copy slots it keeps for this process, if any (read once, checked like the rest).
-    const std::uint64_t copy_offset = h->copy_offset;
-    const std::uint64_t copy_peers = h->copy_peers;
-    const std::uint64_t copy_slots = h->copy_slots;
-    const std::uint64_t copy_piece = h->copy_piece;
-    if (copy_slots != 0) {
-        if (copy_slots != k_copy_slots || copy_piece != k_copy_piece ||
-            copy_peers != params_.num_peers || copy_offset < region_offset + region_bytes ||
-            copy_offset > a.bytes || copy_peers * k_copy_stride > a.bytes - copy_offset) {
-            base::log(base::log_level::error,
-                      "mpiv_p2p_connect: segment of peer %u has bad copy slots (%llu x %llu "
-                      "bytes for %llu peers at %llu, segment %llu bytes)",
-                      peer, static_cast<unsigned long long>(copy_slots),
-                      static_cast<unsigned long long>(copy_piece),
-                      static_cast<unsigned long long>(copy_peers),
-                      static_cast<unsigned long long>(copy_offset),
-                      static_cast<unsigned long long>(a.bytes));
-            return status::invalid_arg;
-        }
-        auto *mine = reinterpret_cast<unsigned char *>(base + copy_offset +
-                                                       params_.self * k_copy_stride);
-        p.copy_busy = reinterpret_cast<std::atomic<std::uint32_t> *>(mine);
-        p.copy_data = mine + k_copy_page;
-        p.copy_slots = k_copy_slots;
-        p.copy_piece = k_copy_piece;
-    }
-    s = try_cma(peer, p, a);
-    if (s != status::ok) {
-        return s;
-    }
-    if (!p.cma && p.copy_data == nullptr) {
-        base::log(base::log_level::error,
-                  "mpiv_p2p_connect: peer %u keeps no copy slots (its single_copy is CMA) and "
-                  "this process cannot read its memory",
-                  peer);
-        return status::system;
-    }
-    p.pid = static_cast<int>(a.pid);
-    p.doorbell = &h->doorbell;
-    p.sleeping = &h->sleeping;
-    p.connected = true;
-    return status::ok;
+    return s;
 }
 
 namespace {
@@ -599,7 +359,7 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
             ++next[rank_peer[r]];
             if (rank_peer[r] == params_.self) {
                 my_queue.push_back(g->rank_queues[static_cast<std::size_t>(r)] %
-                                   static_cast<std::uint32_t>(inbound_.size()));
+                                   static_cast<std::uint32_t>(shm_.inbound_count()));
             }
         }
         const std::uint32_t mine = next[params_.self];
@@ -616,7 +376,7 @@ status engine::comm_create_endpoints(std::uint16_t cid, std::int32_t size,
             h->rank_ep = g->rank_eps.data();
             h->rank_queue = g->rank_queues.data();
             h->queue = my_queue[k]; // as senders pick it
-            h->inbox = serial_ ? nullptr : &inbound_[h->queue];
+            h->inbox = serial_ ? nullptr : &shm_.inbound(h->queue);
             match::comm_params cp;
             cp.cid = cid;
             cp.size = size;
@@ -699,9 +459,9 @@ status engine::comm_destroy(comm_state *comm) noexcept
     std::atomic_thread_fence(std::memory_order_seq_cst);
     grave g;
     try {
-        g.marks.reserve(inbound_.size());
-        for (const auto &q : inbound_) {
-            g.marks.push_back(q.drain_mark());
+        g.marks.reserve(shm_.inbound_count());
+        for (std::size_t q = 0; q < shm_.inbound_count(); ++q) {
+            g.marks.push_back(shm_.inbound(q).drain_mark());
         }
         g.comm.reset(comm);
         std::lock_guard<std::mutex> guard(graveyard_mu_);
@@ -723,8 +483,8 @@ void engine::reap() noexcept
         if (serial_) {
             over = detail::tl_draining == 0; // drains run on this thread only
         } else {
-            for (std::size_t q = 0; q < inbound_.size() && over; ++q) {
-                over = inbound_[q].drained_since(g.marks[q]);
+            for (std::size_t q = 0; q < shm_.inbound_count() && over; ++q) {
+                over = shm_.inbound(q).drained_since(g.marks[q]);
             }
         }
         if (!over) {

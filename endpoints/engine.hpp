@@ -1,4 +1,4 @@
-// engine: the point-to-point engine of one process over the shared-memory transport
+// engine: the point-to-point engine of one process: the protocols over its transports
 // (the C ABI is <mpiv/mpiv_p2p.h>; the Open MPI component drives it).
 // Sources: engine.cpp (creation, peers, communicators), engine_send.cpp (sends, outbound
 // lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_copy.cpp
@@ -6,10 +6,10 @@
 // engine_detail.hpp holds what they share.
 //
 // Design:
-// - Segment. The engine creates one memfd segment (segment.hpp): a header, one inbound
-//   mpsc_queue per worker endpoint, and a packet region (packet_pool) for eager payloads.
-//   Peers map it through /proc/<pid>/fd/<fd> (address from the modex). A process only
-//   drains its own queues; it writes into peers' queues and reads their packets.
+// - Transports. The protocols below are written against endpoints/transport.hpp; the
+//   shared-memory transport (shm::transport: a memfd segment per process with one inbound
+//   queue per worker endpoint, a packet region for eager payloads, CMA reads, copy slots
+//   for two copies, the doorbell) carries every peer's traffic today.
 // - Wire. A queue slot carries a 56-byte wire header: kind, envelope (cid, source, tag,
 //   sequence), size, and either payload inline (24 bytes in the header, up to 392 more in
 //   the following slots of the same queue message: 416 in all), a packet offset in the
@@ -95,12 +95,11 @@
 #include "base/cacheline.hpp"
 #include "base/status.hpp"
 #include "endpoints/shm/mpsc_queue.hpp"
-#include "endpoints/shm/segment.hpp"
+#include "endpoints/shm/transport.hpp"
 #include "endpoints/token_table.hpp"
 #include "matching/comm.hpp"
 #include "matching/private_comm.hpp"
 #include "matching/table.hpp"
-#include "pool/packet_pool.hpp"
 #include "sched/sync.hpp"
 
 namespace mpiv::ep {
@@ -155,13 +154,6 @@ constexpr std::size_t k_wire_inline = sizeof(wire{}.u.data);
 constexpr std::size_t k_inline_more = shm::mpsc_queue<>::k_max_message - sizeof(wire);
 constexpr std::size_t k_inline_max = k_wire_inline + k_inline_more;
 static_assert(k_inline_max == MPIV_P2P_INLINE_MAX, "the C ABI names the largest inline size");
-
-/// Two copies: the slots a sender's segment keeps for each receiver, and their size. Per
-/// receiver: a page with one busy word per slot (the receiver clears them), then the slots.
-constexpr std::uint32_t k_copy_slots = 4;
-constexpr std::uint32_t k_copy_piece = 32768;
-constexpr std::size_t k_copy_page = 4096;
-constexpr std::size_t k_copy_stride = k_copy_page + std::size_t{k_copy_slots} * k_copy_piece;
 
 /// An arrived message while the engine owns it.
 struct inmsg : match::msg_node {
@@ -326,24 +318,10 @@ struct outbound {
     mpiv_p2p_status_t st;   // that receive's status
 };
 
-/// A mapped peer: its queues and packet region (views into its segment), and what this
-/// process has for it that waits for room in them.
+/// A peer as the protocols see it (its transport's view is shm::transport::at()): what
+/// this process has for it that waits for room in its queues.
 struct peer_state {
-    shm::segment seg;
-    std::atomic<std::uint32_t> *doorbell = nullptr; // in the peer's segment header
-    std::atomic<std::uint32_t> *sleeping = nullptr;
-    int pid = 0;
-    std::vector<shm::mpsc_queue<>> queues;
-    pool::packet_region<> region;
     bool connected = false;
-    bool cma = false;        // this process reads its rendezvous buffers with CMA
-    int cma_error = 0;       // errno of the failed try at connect
-    // The copy slots its segment keeps for this process (two copies): busy words, then
-    // copy_slots pieces of copy_piece bytes; null when it keeps none.
-    std::atomic<std::uint32_t> *copy_busy = nullptr;
-    unsigned char *copy_data = nullptr;
-    std::uint32_t copy_slots = 0;
-    std::uint32_t copy_piece = 0;
     std::atomic<bool> faulted{false}; // its fault was reported
     // Non-zero while the list holds items (relaxed hint; the list itself is read under
     // out_mu). A send to this peer goes behind them.
@@ -363,11 +341,7 @@ class engine {
     engine(const engine &) = delete;
     engine &operator=(const engine &) = delete;
 
-    void address(const void *&addr, std::size_t &len) const noexcept
-    {
-        addr = &addr_;
-        len = sizeof addr_;
-    }
+    void address(const void *&addr, std::size_t &len) const noexcept { shm_.address(addr, len); }
     [[nodiscard]] status connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept;
     /// How rendezvous messages from @p peer arrive (mpiv_p2p_peer_single_copy).
     [[nodiscard]] status peer_single_copy(std::uint32_t peer, bool &single_p,
@@ -463,21 +437,8 @@ class engine {
   private:
     friend struct engine_test_access;
 
-    // Address published through the modex.
-    struct address_t {
-        std::uint32_t version;
-        std::uint32_t pid;
-        std::int32_t fd;
-        std::uint32_t self;
-        std::uint64_t bytes;
-        std::uint64_t probe; // the address of this record in its owner: a peer's CMA try
-    };
-
     explicit engine(const mpiv_p2p_params_t &params) noexcept;
-    status init() noexcept;
-    // connect(): whether this process can read @p p's memory (p.cma, p.cma_error); an
-    // error when it cannot and single_copy is CMA.
-    status try_cma(std::uint32_t peer, peer_state &p, const address_t &a) noexcept;
+    status init(int cma_self_error) noexcept;
 
     std::uint32_t my_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
@@ -565,8 +526,6 @@ class engine {
     bool valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept;
     void handle_control(const wire &w) noexcept;
     void server_loop() noexcept;
-    [[gnu::always_inline]] void ring(std::atomic<std::uint32_t> *doorbell,
-                                     std::atomic<std::uint32_t> *sleeping) noexcept;
     bool inbound_idle() noexcept;
     void pthread_wait(waiter &w) noexcept;
     void pthread_wait_slow(waiter &w, int spins) noexcept;
@@ -584,22 +543,13 @@ class engine {
     // locks and locked increments of the data path are skipped (matching table, queue
     // drains, waiter counts). Cross-process words (queue tails, doorbells) stay atomic.
     const bool serial_ = params_.serialized != 0 && params_.progress == MPIV_P2P_PROGRESS_INLINE;
-    // Largest inline message: what fits in a queue's slots, at most k_inline_max.
-    const std::size_t inline_max_ = std::min<std::size_t>(
-        k_inline_max,
-        std::min<std::size_t>(params_.queue_slots, shm::mpsc_queue<>::k_max_slots) *
-                shm::mpsc_queue<>::k_payload - (sizeof(wire) - k_wire_inline));
-    address_t addr_{};
-    shm::segment seg_;
-    pool::packet_pool<> pool_;
-    std::vector<shm::mpsc_queue<>> inbound_;
+    shm::transport shm_;
+    // Largest inline message: what fits in a queue's slots, at most k_inline_max (set by
+    // init()).
+    std::size_t inline_max_ = 0;
     std::unique_ptr<peer_state[]> peers_;
     token_table<send_op> tokens_; // sends waiting for ACK/FIN, named to peers by token
     token_table<pull_state> pulls_; // receives waiting for FRAGs, named to senders by token
-    // errno of create's CMA try on this process's own memory (0: it works).
-    int cma_self_error_ = 0;
-    // This segment's copy slots for each peer (two copies; null with single_copy CMA).
-    unsigned char *copy_area_ = nullptr;
     std::atomic<bool> unknown_faulted_{false};
     std::unique_ptr<match::table> table_;
     std::unique_ptr<std::atomic<comm_state *>[]> comms_; // indexed by context id
@@ -620,8 +570,6 @@ class engine {
     std::vector<std::unique_ptr<comm_state>> kept_; // graveyard_mu_
     void reap() noexcept; // never waits
     std::mutex peers_mu_; // serializes connect()
-    std::atomic<std::uint32_t> *doorbell_ = nullptr; // this segment's, see pthread_wait
-    std::atomic<std::uint32_t> *sleeping_ = nullptr;
 
     // Inline progress for waiting ULTs: one poller ULT per worker runs while ULTs wait.
     static void *poller_main(void *arg) noexcept;

@@ -12,15 +12,14 @@
 
 namespace mpiv::ep {
 
+using shm::k_copy_page;
+using shm::k_copy_piece;
+using shm::k_copy_slots;
+
 bool engine::push_at(std::uint32_t peer, std::size_t q, const wire &w) noexcept
 {
-    peer_state &p = peers_[peer];
     detail::tsan_pushing();
-    if (p.queues[q].try_push(&w, sizeof w) != status::ok) {
-        return false;
-    }
-    ring(p.doorbell, p.sleeping);
-    return true;
+    return shm_.try_push(peer, q, &w, sizeof w, [] {});
 }
 
 bool engine::start_pull(inmsg &m, const recv_target &to, void *user,
@@ -76,7 +75,7 @@ void engine::handle_cts(const wire &w) noexcept
         bad = "asks for more bytes than the message has";
     } else if (w.size != 0 && w.u.ref.spare == 0) {
         bad = "asks for bytes but gives no token for them";
-    } else if (copy_area_ == nullptr) {
+    } else if (shm_.copy_block(w.from) == nullptr) {
         bad = "asks for two copies, which this process does not keep slots for";
     } else if ((op = tokens_.redeem(w.u.ref.token)) == nullptr) {
         bad = "names a send that is no longer waiting";
@@ -128,14 +127,13 @@ void engine::copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcep
 
 bool engine::stream_out(std::uint32_t peer, send_op &op, int &events) noexcept
 {
-    const peer_state &p = peers_[peer];
-    unsigned char *const block = copy_area_ + std::size_t{peer} * k_copy_stride;
+    unsigned char *const block = shm_.copy_block(peer);
     auto *const busy = reinterpret_cast<std::atomic<std::uint32_t> *>(block);
     unsigned char *const data = block + k_copy_page;
     const bool streamed = (op.w.flags & k_wire_streamed) != 0;
     const auto *const ready = reinterpret_cast<const std::size_t *>(op.w.u.ref.spare);
     // Every FRAG of this transfer goes into one queue of the receiver, in order.
-    const std::size_t q = static_cast<std::uint32_t>(op.pull_token) % p.queues.size();
+    const std::size_t q = static_cast<std::uint32_t>(op.pull_token) % shm_.queue_count(peer);
     while (op.pulled < op.pull_total) {
         const std::uint32_t slot = op.pull_slot % k_copy_slots;
         if (op.pending == 0) {
@@ -182,8 +180,9 @@ void engine::handle_frag(const wire &w) noexcept
 {
     const char *bad = nullptr;
     pull_state *ps = pulls_.peek(w.u.ref.token);
-    peer_state *p = w.from < params_.num_peers ? &peers_[w.from] : nullptr;
-    if (ps == nullptr || p == nullptr || ps->peer != w.from || !p->connected) {
+    const bool known = w.from < params_.num_peers && peers_[w.from].connected;
+    shm::peer *p = known ? &shm_.at(w.from) : nullptr;
+    if (ps == nullptr || p == nullptr || ps->peer != w.from) {
         bad = "names no receive of ours from it";
     } else if (ps->busy.exchange(true, std::memory_order_acquire)) {
         // sync: acquire; pairs with the release store below: the previous FRAG's

@@ -120,19 +120,6 @@ class consumer_guard {
 
 } // namespace detail
 
-inline void engine::ring(std::atomic<std::uint32_t> *doorbell,
-                         std::atomic<std::uint32_t> *sleeping) noexcept
-{
-    // Dekker with the sleeper in owner_loop(): our push (or completion) and this load on
-    // one side, its increment of `sleeping` and its emptiness check on the other, each
-    // separated by a seq_cst fence: one of us sees the other.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleeping->load(std::memory_order_relaxed) != 0) {
-        doorbell->fetch_add(1, std::memory_order_relaxed);
-        base::futex_wake_shared(*doorbell, 1);
-    }
-}
-
 // Call @p f with @p c's matching engine: a handle's private one under the consumer lock
 // of its queue.
 template <class F> decltype(auto) locked_match(comm_state &c, F &&f) noexcept

@@ -92,7 +92,6 @@ int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire 
     // The sender writes its bytes in order and publishes how many are there: read each
     // part once it is, and return only once the sender is done with its buffer (it may
     // free it when the FIN that follows completes the send), even when n < w.size.
-    const pid_t pid = peers_[from].pid;
     const std::size_t piece = std::min<std::size_t>(n, MPIV_P2P_SINK_PIECE);
     std::unique_ptr<unsigned char[]> bounce;
     if (to.sink != nullptr && n != 0) {
@@ -113,7 +112,7 @@ int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire 
                 std::min(std::min(ready, n) - done, to.sink != nullptr ? piece : n);
             void *dest = to.sink != nullptr ? static_cast<void *>(bounce.get())
                                             : static_cast<char *>(to.buf) + done;
-            if (shm::cma_read(pid, dest, reinterpret_cast<std::uintptr_t>(src + done), len) !=
+            if (shm_.read(from, dest, reinterpret_cast<std::uintptr_t>(src + done), len) !=
                 status::ok) {
                 return MPIV_ERR_SYSTEM;
             }
@@ -126,7 +125,7 @@ int engine::read_streamed(std::uint32_t from, const recv_target &to, const wire 
             return MPIV_OK;
         }
         std::uint64_t count = 0;
-        if (shm::cma_read(pid, &count, w.u.ref.spare, sizeof count) != status::ok) {
+        if (shm_.read(from, &count, w.u.ref.spare, sizeof count) != status::ok) {
             return MPIV_ERR_SYSTEM;
         }
         // sync: acquire; pairs with the sender's release store of the count: the bytes it
@@ -148,7 +147,6 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
     if ((w.flags & k_wire_streamed) != 0) {
         return read_streamed(from, to, w, n);
     }
-    const pid_t pid = peers_[from].pid;
     // The sender's bytes: one range, or (k_wire_gather) its list of ranges, fetched from
     // the sender and cut at n bytes.
     struct iovec single = {reinterpret_cast<void *>(w.u.ref.where), n};
@@ -163,8 +161,8 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
                       static_cast<unsigned long long>(w.u.ref.spare));
             return MPIV_ERR_NOMEM;
         }
-        if (!list.empty() && shm::cma_read(pid, list.data(), w.u.ref.where,
-                                           list.size() * sizeof(struct iovec)) != status::ok) {
+        if (!list.empty() && shm_.read(from, list.data(), w.u.ref.where,
+                                       list.size() * sizeof(struct iovec)) != status::ok) {
             return MPIV_ERR_SYSTEM;
         }
         cut_at(list, n);
@@ -173,8 +171,8 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
     }
     if (to.sink == nullptr) {
         const struct iovec local = {to.buf, n};
-        return shm::cma_readv(pid, &local, 1, ranges, count) == status::ok ? MPIV_OK
-                                                                             : MPIV_ERR_SYSTEM;
+        return shm_.readv(from, &local, 1, ranges, count) == status::ok ? MPIV_OK
+                                                                         : MPIV_ERR_SYSTEM;
     }
     // A sink: read piece by piece through a bounce buffer (below malloc's mmap threshold,
     // so reused from the heap), each piece consumed before the next is read. A piece
@@ -210,7 +208,7 @@ int engine::read_remote(std::uint32_t from, const recv_target &to, const wire &w
             within += take;
         }
         const struct iovec local = {bounce.get(), len};
-        if (shm::cma_readv(pid, &local, 1, part, parts) != status::ok) {
+        if (shm_.readv(from, &local, 1, part, parts) != status::ok) {
             return MPIV_ERR_SYSTEM;
         }
         to.sink(to.ctx, done, bounce.get(), len);
@@ -236,7 +234,7 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         break;
     case wire_kind::eager_packet:
         put(to, 0, m.packet, n);
-        if (peers_[w.from].region.put(const_cast<void *>(m.packet)) != status::ok) {
+        if (shm_.packet_return(w.from, const_cast<void *>(m.packet)) != status::ok) {
             base::log(base::log_level::error, "mpiv: cannot return a packet to peer %u", w.from);
         }
         if ((w.flags & k_wire_sync) != 0) {
@@ -244,7 +242,7 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         }
         break;
     case wire_kind::rts:
-        if (w.from != params_.self && !peers_[w.from].cma) {
+        if (w.from != params_.self && !shm_.at(w.from).cma) {
             // This process cannot read the sender: it copies the bytes through shared
             // memory (engine_copy.cpp).
             const bool done = start_pull(m, to, user, st);
@@ -450,7 +448,7 @@ inline bool engine::valid_arrival(const wire &w, std::size_t more_bytes) noexcep
                 return true;
             }
         } else if (w.kind == wire_kind::eager_packet &&
-                   w.size <= peers_[w.from].region.packet_size()) {
+                   w.size <= shm_.packet_size(w.from)) {
             return true;
         }
     }
@@ -479,10 +477,10 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
         }
         return true;
     case wire_kind::eager_packet:
-        if (w.size > peers_[w.from].region.packet_size()) {
+        if (w.size > shm_.packet_size(w.from)) {
             std::snprintf(what, sizeof what, "a packet message of %llu bytes (packets hold %u)",
                           static_cast<unsigned long long>(w.size),
-                          peers_[w.from].region.packet_size());
+                          shm_.packet_size(w.from));
             fault(w.from, what);
             return false;
         }
@@ -565,7 +563,7 @@ void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t q
     }
     if (w.kind == wire_kind::eager_packet) {
         void *p = nullptr;
-        if (peers_[w.from].region.packet_at(w.u.ref.where, p) != status::ok) {
+        if (!shm_.packet_at(w.from, w.u.ref.where, p)) {
             fault(w.from, "a packet offset outside its packet region");
             free_inmsg(m);
             return;
@@ -661,10 +659,10 @@ int engine::progress() noexcept
     if (outbound_count_.load(std::memory_order_relaxed) != 0) {
         events += drain_outbound();
     }
-    const std::size_t n = inbound_.size();
+    const std::size_t n = shm_.inbound_count();
     std::size_t next = my_endpoint(); // own queue first, then the others round the ring
     for (std::size_t i = 0; i < n; ++i) {
-        shm::mpsc_queue<> &q = inbound_[next];
+        shm::mpsc_queue<> &q = shm_.inbound(next);
         const auto index = static_cast<std::uint32_t>(next);
         next = next + 1 == n ? 0 : next + 1;
         if (q.empty_hint()) {

@@ -14,8 +14,7 @@ namespace mpiv::ep {
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
                          const void *more, std::size_t more_bytes) noexcept
 {
-    peer_state &p = peers_[peer];
-    const std::size_t n = p.queues.size();
+    const std::size_t n = shm_.queue_count(peer);
     // To an endpoints handle: its one queue (from the rank map, mod the peer's queue
     // count), so one sender's messages to it arrive in order and only that queue's drains
     // match them. Otherwise this thread's endpoint, or the next queue with room.
@@ -56,11 +55,10 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
         detail::tsan_pushing();
     };
     for (std::size_t i = 0; i < tries; ++i) {
-        if (p.queues[q].try_push(bytes, len, finish) == status::ok) {
+        if (shm_.try_push(peer, q, bytes, len, finish)) {
             if (!numbered) {
                 w.kind = kind; // the pad was for the queue's copy only (and w is not sent)
             }
-            ring(p.doorbell, p.sleeping);
             return numbered;
         }
         q = q + 1 == n ? 0 : q + 1;
@@ -73,7 +71,7 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
     const std::uint32_t ep = my_endpoint();
     void *packet = nullptr;
     if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr &&
-        pool_.get(ep, packet) != status::ok) {
+        !shm_.packet_get(ep, packet)) {
         // No packet: go rendezvous rather than wait. Unexpected messages keep their packets
         // until their receives, which may come only after this message (MPI's progress
         // rule: Isend(1), Isend(2) against Recv(2), Recv(1) completes).
@@ -86,9 +84,7 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
     }
     if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr) {
         detail::copy_untracked(packet, op.buf, op.w.size);
-        std::uint64_t offset = 0;
-        (void)pool_.region().offset_of(packet, offset);
-        op.w.u.ref.where = offset;
+        op.w.u.ref.where = shm_.packet_offset(packet);
         op.packet = packet;
     }
     waits = op.queued_ack; // read before the push: op may complete at once after it
@@ -131,7 +127,7 @@ void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
     p.out_count.fetch_add(1, std::memory_order_relaxed);
     outbound_count_.fetch_add(1, std::memory_order_relaxed);
     // A server or progress owner asleep on this process's doorbell must retry the list.
-    ring(doorbell_, sleeping_);
+    shm_.ring_self();
 }
 
 bool engine::send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,

@@ -108,14 +108,16 @@ class idle_timer {
 
 template <class Still> void engine::doze(Still still) noexcept
 {
-    const std::uint32_t seen = doorbell_->load(std::memory_order_relaxed);
-    sleeping_->fetch_add(1, std::memory_order_relaxed);
+    std::atomic<std::uint32_t> &doorbell = shm_.doorbell();
+    std::atomic<std::uint32_t> &sleeping = shm_.sleeping();
+    const std::uint32_t seen = doorbell.load(std::memory_order_relaxed);
+    sleeping.fetch_add(1, std::memory_order_relaxed);
     // seq_cst fence: Dekker with ring() (see there).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (inbound_idle() && still()) {
-        base::futex_wait_for(*doorbell_, seen, k_doorbell_timeout_ns, true);
+        base::futex_wait_for(doorbell, seen, k_doorbell_timeout_ns, true);
     }
-    sleeping_->fetch_sub(1, std::memory_order_relaxed);
+    sleeping.fetch_sub(1, std::memory_order_relaxed);
 }
 
 waiter *engine::wait_begin(std::int32_t count) noexcept
@@ -176,9 +178,9 @@ void engine::wake(waiter *w) noexcept
         }
         // seq_cst (the decrement above is the RMW half of the Dekker with owner_loop's
         // sleeping increment + fence): ring only an owner asleep on the doorbell.
-        if (owner && sleeping_->load(std::memory_order_seq_cst) != 0) {
-            doorbell_->fetch_add(1, std::memory_order_relaxed);
-            base::futex_wake_shared(*doorbell_, 1);
+        if (owner && shm_.sleeping().load(std::memory_order_seq_cst) != 0) {
+            shm_.doorbell().fetch_add(1, std::memory_order_relaxed);
+            base::futex_wake_shared(shm_.doorbell(), 1);
         }
     }
 }
@@ -262,13 +264,8 @@ void *engine::poller_main(void *raw) noexcept
 
 bool engine::inbound_idle() noexcept
 {
-    for (auto &q : inbound_) {
-        if (!q.empty_hint()) {
-            return false;
-        }
-    }
     // Relaxed: a hint, as in progress().
-    return outbound_count_.load(std::memory_order_relaxed) == 0;
+    return shm_.inbound_idle() && outbound_count_.load(std::memory_order_relaxed) == 0;
 }
 
 void engine::pthread_wait(waiter &w) noexcept

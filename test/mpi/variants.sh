@@ -20,12 +20,15 @@ for config in \
         "mt_sizes 2" "waitany_reuse 2" "bsend_threads 2" "nbc_threads 4" "endpoints 3" \
         "endpoints_ult 2" "endpoints_split 3" "endpoints_p2p 2"; do
         set -- $test
-        if MPIV_TEST_MPIRUN_ARGS="$config" "$here/run.sh" "$1" "$2" >/dev/null 2>&1; then
+        out=${TMPDIR:-/tmp}/mpiv-variant.$$
+        if MPIV_TEST_MPIRUN_ARGS="$config" "$here/run.sh" "$1" "$2" >"$out" 2>&1; then
             echo "PASS $1 with $config"
         else
+            tail -n 30 "$out"
             echo "FAIL $1 with $config (rerun: MPIV_TEST_MPIRUN_ARGS=\"$config\" run.sh $1 $2)"
             status=1
         fi
+        rm -f "$out"
     done
 done
 for test in "p2p_sizes 2" "datatypes 2" "probe 2" "cancel 2" "persistent 2" "truncate 2" \

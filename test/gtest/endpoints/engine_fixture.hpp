@@ -267,7 +267,7 @@ class engine_test : public ::testing::Test {
     // The largest piece a sink gets of a rendezvous message from the other engine.
     std::size_t sink_piece() const
     {
-        return two_copies() ? std::size_t{ep::k_copy_piece} : std::size_t{MPIV_P2P_SINK_PIECE};
+        return two_copies() ? std::size_t{mpiv::shm::k_copy_piece} : std::size_t{MPIV_P2P_SINK_PIECE};
     }
     // mrecv of @p m into @p to at engine @p at; its status once the bytes are in.
     mpiv_p2p_status_t mrecv_all(int at, ep::inmsg &m, const ep::recv_target &to)

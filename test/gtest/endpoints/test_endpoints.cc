@@ -64,7 +64,7 @@ class endpoints_test : public engine_test,
 TEST_P(endpoints_test, every_pair_exchanges_every_protocol)
 {
     create();
-    const std::size_t sizes[] = {0, 8, 400, 2000, k_limit + 1, 3 * ep::k_copy_piece + 5};
+    const std::size_t sizes[] = {0, 8, 400, 2000, k_limit + 1, 3 * mpiv::shm::k_copy_piece + 5};
     std::uint32_t seed = 1000;
     for (int from = 0; from < k_ranks; ++from) {
         for (int to = 0; to < k_ranks; ++to) {

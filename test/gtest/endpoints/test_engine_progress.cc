@@ -21,7 +21,7 @@ class engine_backpressure : public engine_test, public ::testing::WithParamInter
 std::size_t bp_size(std::size_t k)
 {
     static const std::size_t sizes[] = {8, 24, 200, k_limit, 25, k_limit + 1, 1000, 64,
-                                        2 * ep::k_copy_piece + 3};
+                                        2 * mpiv::shm::k_copy_piece + 3};
     return sizes[k % (sizeof sizes / sizeof sizes[0])];
 }
 
@@ -96,7 +96,7 @@ TEST_P(engine_backpressure, many_senders_tiny_queue_and_pool)
             constexpr std::size_t k_window = 4;
             const std::size_t total = m * k_senders;
             std::vector<rop> win(k_window);
-            constexpr std::size_t k_cap = 2 * ep::k_copy_piece + 3; // bp_size()'s largest
+            constexpr std::size_t k_cap = 2 * mpiv::shm::k_copy_piece + 3; // bp_size()'s largest
             std::vector<std::vector<unsigned char>> dst(k_window, std::vector<unsigned char>(k_cap));
             std::size_t posted = 0;
             std::size_t taken = 0;

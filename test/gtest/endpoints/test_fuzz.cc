@@ -27,15 +27,15 @@ struct engine_test_access {
     // engine @p e's producer view of queue @p q of peer @p peer
     static shm::mpsc_queue<> &queue(engine &e, std::uint32_t peer, std::size_t q)
     {
-        return e.peers_[peer].queues[q];
+        return e.shm_.at(peer).queues[q];
     }
     static std::byte *segment_base(engine &e, std::uint32_t peer)
     {
-        return static_cast<std::byte *>(e.peers_[peer].seg.base());
+        return static_cast<std::byte *>(e.shm_.at(peer).seg.base());
     }
     static std::size_t segment_bytes(engine &e, std::uint32_t peer)
     {
-        return e.peers_[peer].seg.size();
+        return e.shm_.at(peer).seg.size();
     }
 };
 
@@ -377,10 +377,10 @@ TEST_F(fuzz_test, forged_fragments_of_a_two_copy_receive)
     };
     const forged cases[] = {
         {"an offset past the bytes received", k_first_token, 0, 100, 10},
-        {"a slot the sender does not have", k_first_token, ep::k_copy_slots, 0, 10},
-        {"more than a slot holds", k_first_token, 0, 0, ep::k_copy_piece + 1},
+        {"a slot the sender does not have", k_first_token, mpiv::shm::k_copy_slots, 0, 10},
+        {"more than a slot holds", k_first_token, 0, 0, mpiv::shm::k_copy_piece + 1},
         {"no bytes", k_first_token, 0, 0, 0},
-        {"more than the receive wants", k_first_token, 0, 0, 2 * ep::k_copy_piece},
+        {"more than the receive wants", k_first_token, 0, 0, 2 * mpiv::shm::k_copy_piece},
         {"a token that is not live", k_first_token + 5, 0, 0, 10},
     };
     copy_ = MPIV_P2P_SINGLE_COPY_NONE;
@@ -389,7 +389,7 @@ TEST_F(fuzz_test, forged_fragments_of_a_two_copy_receive)
         TearDown();
         SetUp();
         mpiv::test::log_capture log;
-        const std::size_t n = ep::k_copy_piece + 7; // two pieces
+        const std::size_t n = mpiv::shm::k_copy_piece + 7; // two pieces
         std::vector<unsigned char> msg(n), got(n);
         for (std::size_t i = 0; i < n; ++i) {
             msg[i] = static_cast<unsigned char>(i * 7);
@@ -432,7 +432,7 @@ TEST_F(fuzz_test, forged_cts_for_a_two_copy_send)
         std::uint64_t size, spare;
         bool after_the_real_one;
     };
-    const std::size_t n = 3 * ep::k_copy_piece;
+    const std::size_t n = 3 * mpiv::shm::k_copy_piece;
     const forged cases[] = {
         {"more bytes than the message", n + 1, 9, false},
         {"bytes but no token for them", 100, 0, false},

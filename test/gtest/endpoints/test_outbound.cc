@@ -29,7 +29,7 @@
 
 namespace mpiv::ep {
 struct engine_test_access {
-    static std::uint32_t sleepers(engine &e) { return e.sleeping_->load(std::memory_order_relaxed); }
+    static std::uint32_t sleepers(engine &e) { return e.shm_.sleeping().load(std::memory_order_relaxed); }
 };
 } // namespace mpiv::ep
 
