@@ -5,6 +5,7 @@
 #include "pml_mpiv.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,18 +29,8 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
                                         bool enable_mpi_threads);
 static int component_finalize(void);
 
+/* The parameters' defaults are in param_table (component_register). */
 mca_pml_mpiv_globals_t mca_pml_mpiv = {
-    .priority = 50,
-    .verbose = 0,
-    .workers = 0,
-    .progress = MCA_PML_MPIV_PROGRESS_AUTO,
-    .eager_limit = 4096,
-    .packet_count = 1024,
-    .queue_slots = 1024,
-    .idle_time = -1,
-    .yield_when_idle = -1,
-    .lock = MPIV_P2P_LOCK_MCS,
-    .single_copy = MPIV_P2P_SINGLE_COPY_AUTO,
     .output = -1,
 };
 
@@ -80,102 +71,112 @@ static const mca_base_var_enum_value_t single_copy_values[] = {
     {0, NULL},
 };
 
-static void reg_int(const char *name, const char *help, int level, int *storage)
-{
-    (void) mca_base_component_var_register(&mca_pml_mpiv_component.pmlm_version, name, help,
-                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
-                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
+/* The component's MCA parameters, one row each: name, type, enumerator values (NULL: a
+ * plain integer, string or bool), default, information level, storage, help. The
+ * storage is set to its default just before it is registered (component_register). */
+typedef struct {
+    const char *name;
+    mca_base_var_type_t type;
+    const mca_base_var_enum_value_t *values;
+    int int_default;         /* INT and BOOL */
+    const char *str_default; /* STRING */
+    int level;
+    void *storage;
+    const char *help;
+} param_row_t;
+
+static const param_row_t param_table[] = {
+    {"priority", MCA_BASE_VAR_TYPE_INT, NULL, 50, NULL, OPAL_INFO_LVL_3,
+     &mca_pml_mpiv.priority, "Selection priority of the mpiv PML (ob1 has 20)"},
+    {"verbose", MCA_BASE_VAR_TYPE_INT, NULL, 0, NULL, OPAL_INFO_LVL_5, &mca_pml_mpiv.verbose,
+     "Verbosity of the mpiv PML: 1 says why mpiv declines a job and warns (peers whose large "
+     "messages come in two copies, messages piling up before their receives), 2 shows the "
+     "placement (binding, workers and their PUs, progress, lock, each peer's transport and "
+     "copy mode, endpoints), 3 adds mpiv's debug log"},
+    {"workers", MCA_BASE_VAR_TYPE_INT, NULL, 0, NULL, OPAL_INFO_LVL_4, &mca_pml_mpiv.workers,
+     "Worker endpoints (inbound queues) per process, 1..256; 0 = one per PU of the process "
+     "binding"},
+    {"progress", MCA_BASE_VAR_TYPE_INT, progress_values, MCA_PML_MPIV_PROGRESS_AUTO, NULL,
+     OPAL_INFO_LVL_4, &mca_pml_mpiv.progress,
+     "Who makes progress: server (a communication-server thread per process, pinned to a "
+     "spare PU), inline (threads that wait or poll), auto (server only when a spare PU "
+     "exists)"},
+    {"lock", MCA_BASE_VAR_TYPE_INT, lock_values, MPIV_P2P_LOCK_MCS, NULL, OPAL_INFO_LVL_5,
+     &mca_pml_mpiv.lock,
+     "Two-level priority lock guarding the shared matching slow paths (wildcard and "
+     "unexpected lists; issuing threads high priority, progress pollers low): mcs "
+     "(P-MCS-MCS), hmcs (P-HMCS-MCS, hierarchical over the hwloc levels), ticket"},
+    {"eager_limit", MCA_BASE_VAR_TYPE_INT, NULL, 4096, NULL, OPAL_INFO_LVL_4,
+     &mca_pml_mpiv.eager_limit,
+     "Largest message (bytes) sent eagerly through a shared-memory packet; larger ones use "
+     "rendezvous with a single process_vm_readv copy. 0..1048576; it is also the packet "
+     "size. Messages of up to 416 bytes (fewer with queues of under 8 slots) travel inside "
+     "the queue whatever this is"},
+    {"single_copy", MCA_BASE_VAR_TYPE_INT, single_copy_values, MPIV_P2P_SINGLE_COPY_AUTO, NULL,
+     OPAL_INFO_LVL_4, &mca_pml_mpiv.single_copy,
+     "How a receiver gets the bytes of a message above the eager limit: auto (it reads the "
+     "sender's buffer with process_vm_readv, CMA, where the sender allows it, tried against "
+     "each peer at first contact; where not, the sender copies the bytes through shared "
+     "memory, 128 KiB in flight per receiver, and the receiver copies them out, said at "
+     "verbose level 1), cma (CMA or nothing: mpiv declines the job when CMA does not work "
+     "here and fails a peer that denies it), none (always the two copies)"},
+    {"packet_count", MCA_BASE_VAR_TYPE_INT, NULL, 1024, NULL, OPAL_INFO_LVL_5,
+     &mca_pml_mpiv.packet_count, "Packets in each process's shared-memory packet pool, "
+     "1..1048576"},
+    {"queue_slots", MCA_BASE_VAR_TYPE_INT, NULL, 1024, NULL, OPAL_INFO_LVL_5,
+     &mca_pml_mpiv.queue_slots,
+     "Slots (64 bytes each) of each inbound queue, a power of two in 2..1048576"},
+    {"idle_time", MCA_BASE_VAR_TYPE_INT, NULL, -1, NULL, OPAL_INFO_LVL_5,
+     &mca_pml_mpiv.idle_time,
+     "Microseconds a waiting thread keeps polling with nothing arriving before it sleeps, "
+     "0..1000000; -1 = 1000, or 50 when the node is oversubscribed (mpi_yield_when_idle)"},
+    {"yield_when_idle", MCA_BASE_VAR_TYPE_INT, NULL, -1, NULL, OPAL_INFO_LVL_5,
+     &mca_pml_mpiv.yield_when_idle,
+     "Waiting threads poll once and yield the PU between polls, for as long as they wait, "
+     "instead of polling for pml_mpiv_idle_time and then sleeping: 1 = yes, 0 = no, -1 = "
+     "yes when Open MPI's mpi_yield_when_idle is set (by default: when the node has more "
+     "processes than PUs)"},
+    {"server_cpus", MCA_BASE_VAR_TYPE_STRING, NULL, 0, "", OPAL_INFO_LVL_4,
+     &mca_pml_mpiv.server_cpus,
+     "Comma-separated PU (OS index) list for the communication-server thread, one per local "
+     "rank (wraps around); empty = the last PU of the machine outside the process binding"},
+    {"fallback", MCA_BASE_VAR_TYPE_STRING, NULL, 0, "ob1", OPAL_INFO_LVL_4,
+     &mca_pml_mpiv.fallback,
+     "PML added to the selection list when mpiv is opened, so that --mca pml mpiv,ob1 runs "
+     "the job on it when mpiv declines (Open MPI 4.1 honours only the first name otherwise); "
+     "empty: none"},
+    {"stats", MCA_BASE_VAR_TYPE_INT, NULL, 0, NULL, OPAL_INFO_LVL_4, &mca_pml_mpiv.stats,
+     "At MPI_Finalize each process prints its counters that are not zero (also MPI_T "
+     "performance variables pml_mpiv_*): 0 = no, 1 = totals, 2 = totals and per thread"},
+    {"decline", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, NULL, OPAL_INFO_LVL_9, &mca_pml_mpiv.decline,
+     "Always decline in init (tests the fallback)"},
+};
 
 static int component_register(void)
 {
-    mca_base_var_enum_t *progress_enum = NULL, *lock_enum = NULL, *copy_enum = NULL;
-
-    reg_int("priority", "Selection priority of the mpiv PML (ob1 has 20)", OPAL_INFO_LVL_3,
-            &mca_pml_mpiv.priority);
-    reg_int("verbose",
-            "Verbosity of the mpiv PML: 1 says why mpiv declines a job and warns (peers "
-            "whose large messages come in two copies, messages piling up before their "
-            "receives), 2 shows the placement (binding, workers and their PUs, progress, "
-            "lock, each peer's transport and copy mode, endpoints), 3 adds mpiv's debug log",
-            OPAL_INFO_LVL_5,
-            &mca_pml_mpiv.verbose);
-    reg_int("workers",
-            "Worker endpoints (inbound queues) per process, 1..256; 0 = one per PU of the "
-            "process binding", OPAL_INFO_LVL_4, &mca_pml_mpiv.workers);
-    (void) mca_base_var_enum_create("pml_mpiv_progress", progress_values, &progress_enum);
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "progress",
-        "Who makes progress: server (a communication-server thread per process, pinned to "
-        "a spare PU), inline (threads that wait or poll), auto (server only when a spare "
-        "PU exists)", MCA_BASE_VAR_TYPE_INT, progress_enum, 0, 0, OPAL_INFO_LVL_4,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.progress);
-    OBJ_RELEASE(progress_enum);
-    (void) mca_base_var_enum_create("pml_mpiv_lock", lock_values, &lock_enum);
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "lock",
-        "Two-level priority lock guarding the shared matching slow paths (wildcard and "
-        "unexpected lists; issuing threads high priority, progress pollers low): mcs "
-        "(P-MCS-MCS), hmcs (P-HMCS-MCS, hierarchical over the hwloc levels), ticket",
-        MCA_BASE_VAR_TYPE_INT, lock_enum, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_mpiv.lock);
-    OBJ_RELEASE(lock_enum);
-    reg_int("eager_limit",
-            "Largest message (bytes) sent eagerly through a shared-memory packet; larger ones "
-            "use rendezvous with a single process_vm_readv copy. 0..1048576; it is also the "
-            "packet size. Messages of up to 416 bytes (fewer with queues of under 8 slots) "
-            "travel inside the queue whatever this is",
-            OPAL_INFO_LVL_4, &mca_pml_mpiv.eager_limit);
-    (void) mca_base_var_enum_create("pml_mpiv_single_copy", single_copy_values, &copy_enum);
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "single_copy",
-        "How a receiver gets the bytes of a message above the eager limit: auto (it reads "
-        "the sender's buffer with process_vm_readv, CMA, where the sender allows it, tried "
-        "against each peer at first contact; where not, the sender copies the bytes through "
-        "shared memory, 128 KiB in flight per receiver, and the receiver copies them out, "
-        "said at verbose level 1), cma (CMA or nothing: mpiv declines the job when CMA does "
-        "not work here and fails a peer that denies it), none (always the two copies)",
-        MCA_BASE_VAR_TYPE_INT, copy_enum, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_mpiv.single_copy);
-    OBJ_RELEASE(copy_enum);
-    reg_int("packet_count", "Packets in each process's shared-memory packet pool, 1..1048576",
-            OPAL_INFO_LVL_5, &mca_pml_mpiv.packet_count);
-    reg_int("queue_slots",
-            "Slots (64 bytes each) of each inbound queue, a power of two in 2..1048576",
-            OPAL_INFO_LVL_5, &mca_pml_mpiv.queue_slots);
-    reg_int("idle_time",
-            "Microseconds a waiting thread keeps polling with nothing arriving before it "
-            "sleeps, 0..1000000; -1 = 1000, or 50 when the node is oversubscribed "
-            "(mpi_yield_when_idle)", OPAL_INFO_LVL_5, &mca_pml_mpiv.idle_time);
-    reg_int("yield_when_idle",
-            "Waiting threads poll once and yield the PU between polls, for as long as they "
-            "wait, instead of polling for pml_mpiv_idle_time and then sleeping: 1 = yes, 0 = "
-            "no, -1 = yes when Open MPI's mpi_yield_when_idle is set (by default: when the "
-            "node has more processes than PUs)", OPAL_INFO_LVL_5, &mca_pml_mpiv.yield_when_idle);
-    mca_pml_mpiv.server_cpus = "";
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "server_cpus",
-        "Comma-separated PU (OS index) list for the communication-server thread, one per "
-        "local rank (wraps around); empty = the last PU of the machine outside the "
-        "process binding", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.server_cpus);
-    mca_pml_mpiv.fallback = "ob1";
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "fallback",
-        "PML added to the selection list when mpiv is opened, so that --mca pml mpiv,ob1 "
-        "runs the job on it when mpiv declines (Open MPI 4.1 honours only the first name "
-        "otherwise); empty: none", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.fallback);
-    reg_int("stats",
-            "At MPI_Finalize each process prints its counters that are not zero (also MPI_T "
-            "performance variables pml_mpiv_*): 0 = no, 1 = totals, 2 = totals and per thread",
-            OPAL_INFO_LVL_4, &mca_pml_mpiv.stats);
+    for (size_t i = 0; i < sizeof param_table / sizeof param_table[0]; ++i) {
+        const param_row_t *row = &param_table[i];
+        mca_base_var_enum_t *values = NULL;
+        if (MCA_BASE_VAR_TYPE_STRING == row->type) {
+            *(char **) row->storage = (char *) row->str_default;
+        } else if (MCA_BASE_VAR_TYPE_BOOL == row->type) {
+            *(bool *) row->storage = 0 != row->int_default;
+        } else {
+            *(int *) row->storage = row->int_default;
+        }
+        if (NULL != row->values) {
+            char enum_name[64];
+            snprintf(enum_name, sizeof enum_name, "pml_mpiv_%s", row->name);
+            (void) mca_base_var_enum_create(enum_name, row->values, &values);
+        }
+        (void) mca_base_component_var_register(&mca_pml_mpiv_component.pmlm_version, row->name,
+                                               row->help, row->type, values, 0, 0, row->level,
+                                               MCA_BASE_VAR_SCOPE_READONLY, row->storage);
+        if (NULL != values) {
+            OBJ_RELEASE(values);
+        }
+    }
     mca_pml_mpiv_stats_register();
-    mca_pml_mpiv.decline = false;
-    (void) mca_base_component_var_register(
-        &mca_pml_mpiv_component.pmlm_version, "decline",
-        "Always decline in init (tests the fallback)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0,
-        OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY, &mca_pml_mpiv.decline);
     return OMPI_SUCCESS;
 }
 
