@@ -74,6 +74,7 @@ for test in "p2p_sizes 4" "collectives 4" "mt_stress 2"; do
         status=1
     else
         echo "PASS $name: srun --mpi=pmix -n $np on mpiv ($selected tasks selected mpiv) in $elapsed s"
+        grep -m1 "pml mpiv: selected candidate" "$log"
     fi
 done
 echo "srun tests: $([ $status -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s"

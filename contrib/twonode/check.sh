@@ -53,7 +53,8 @@ decline_message="pml mpiv: declining: the job spans several nodes"
 ucx_peer_pattern="pml mpiv: peer .*: .*UCX"
 
 # check_mpiv_multinode LOG COUNT: the run in LOG shows the expected behaviour of mpiv, from
-# at least COUNT processes (each prints its own line). Prints what is wrong and fails if not.
+# at least COUNT processes (each prints its own line). Prints one line of evidence, or what
+# is wrong and fails.
 check_mpiv_multinode() {
     local log=$1 count=$2 n
     case "$mpiv_multinode" in
@@ -67,6 +68,7 @@ check_mpiv_multinode() {
             echo "mpiv was selected although it should decline a job spanning nodes"
             return 1
         fi
+        echo "$n x $(grep -m1 -o "$decline_message.*" "$log")"
         ;;
     ucx)
         n=$(grep -c "pml mpiv: selected candidate" "$log" || true)
@@ -82,6 +84,7 @@ check_mpiv_multinode() {
             echo "no peer reached over UCX ('$ucx_peer_pattern')"
             return 1
         fi
+        echo "$n x selected; $(grep -m1 -o "$ucx_peer_pattern" "$log")"
         ;;
     *)
         echo "MPIV_TWONODE_EXPECT must be declines or ucx, not '$mpiv_multinode'"
@@ -196,7 +199,7 @@ for test in "${mpiv_tests[@]}"; do
     elif ! why=$(check_mpiv_multinode "$log" "${test#* }"); then
         fail "mpiv,ob1 across nodes: $test passed, but $why"
     else
-        echo "PASS mpiv,ob1 across nodes ($mpiv_multinode): $test ($(tail -n1 "$log"))"
+        echo "PASS mpiv,ob1 across nodes ($mpiv_multinode): $test ($(tail -n1 "$log"); $why)"
     fi
 done
 for test in "${abort_tests[@]}"; do
@@ -207,7 +210,7 @@ for test in "${abort_tests[@]}"; do
     elif ! why=$(check_mpiv_multinode "$log" 1); then
         fail "mpiv,ob1 across nodes: abort $test ended the job, but $why"
     else
-        echo "PASS mpiv,ob1 across nodes ($mpiv_multinode): abort $test"
+        echo "PASS mpiv,ob1 across nodes ($mpiv_multinode): abort $test ($why)"
     fi
 done
 echo "two-node tests: $([ $status -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s"
