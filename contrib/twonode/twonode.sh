@@ -138,6 +138,13 @@ down() {
             rm -f "$state/uts-$i"
         fi
     done
+    # What Open MPI leaves when its processes are killed (a timeout, an interrupted run): the
+    # session directories and vader's segments carry the nodes' hostnames, which only this
+    # set-up uses.
+    for i in 0 1; do
+        rm -rf "${TMPDIR:-/tmp}/ompi.${hosts[$i]}."* "/tmp/ompi.${hosts[$i]}."* \
+            "/dev/shm/vader_segment.${hosts[$i]}."*
+    done
     # `ip netns add` makes /run/netns a mount point when it is not one; undo that if this
     # set-up caused it and no other namespace lives there now.
     if [ -e "$state/made-run-netns" ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ]; then
