@@ -2,8 +2,8 @@
 // payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
 // puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
 // sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_rma.cpp
-// (expose/get/withdraw);
-// transport_detail.hpp holds what they share and is the only place that includes UCX.
+// (expose/get/withdraw); transport_detail.hpp holds what they share and is the only
+// header that includes UCX's.
 //
 // Design:
 // - Context and workers. One ucp_context per transport (features AM | RMA | WAKEUP,
@@ -47,13 +47,17 @@
 //   seen for a peer calls params.on_peer_failure once (from poll() of the worker that saw
 //   it). A failed ep is closed with FORCE by the next poll(); later sends or gets to that
 //   peer fail with status::system. Operations still in flight complete with an error.
-// - Teardown. ~transport closes every ep (flush; FORCE for failed ones), k_close_batch at
-//   a time while progressing the worker, each batch bounded by k_close_timeout (then it
-//   gives up on the flush and lets ucp_worker_destroy release the rest), destroys the
-//   workers, unmaps exposures never withdrawn (with a warning) and calls ucp_cleanup.
-//   Completions still pending are called (ok or an error) before it returns; arrivals
-//   during teardown are dropped, never delivered. No other thread
-//   may use the transport during destruction, and callbacks must not call back into it then.
+// - Teardown. ~transport closes every ep of every worker (flush; FORCE for failed ones
+//   and for peers known to have failed), k_close_batch at a time, progressing all its
+//   workers; each batch waits at most 2 s (detail::k_close_timeout_s), then gives up on the
+//   flush and lets ucp_worker_destroy release the rest. A flush close of a PEER-mode ep
+//   ends only once the peer's worker answers (measured: it does not end while the peer
+//   does not progress), so processes should destroy their transports at about the same
+//   time, as at finalize. Then it destroys the workers, unmaps exposures never withdrawn
+//   (with a warning) and calls ucp_cleanup. Completions still pending are called (ok or an
+//   error) before it returns; arrivals during teardown are dropped, never delivered. No
+//   other thread may use the transport during destruction, and callbacks must not call
+//   back into it then.
 // - Trust. Address blobs, keys and incoming transport headers are checked before use
 //   (lengths, bounds, magic, peer and worker indices); bad input is refused (invalid_arg,
 //   one log line) or dropped, never an abort. UCX parses the worker addresses themselves.
