@@ -198,6 +198,8 @@ up() {
         *) die "node ${hosts[$i]} is not set up as expected: ${got//$'\n'/ }" ;;
         esac
     done
+    (node_exec "${hosts[0]}" test -e "/sys/class/net/$iface") ||
+        say "warning: /sys/class/net of a node lacks $iface (sysfs not remounted): UCX cannot use it"
     link=$(ip -n "${hosts[0]}" link show "$iface")
     [[ $link == *"state UP"* ]] || die "the link $iface is not up: $link"
     say "up: ${hosts[0]} (${addrs[0]}) and ${hosts[1]} (${addrs[1]}) joined by $iface"
@@ -205,7 +207,11 @@ up() {
 
 # node_exec NODE CMD...: CMD inside NODE. A new mount namespace (unshare's default
 # propagation is private, so nothing leaks to the host) gets the private hosts file; then
-# nsenter joins the node's network and UTS namespaces.
+# nsenter joins the node's network and UTS namespaces. It also gets a sysfs of its own:
+# /sys/class/net shows the interfaces of the network namespace that mounted sysfs, and UCX
+# finds its TCP devices there (with the machine's /sys it offers only `lo`, and
+# UCX_NET_DEVICES=mpiv0 is "not available"). Where that mount is refused, the machine's stays
+# (up warns): ob1's tcp works, UCX over mpiv0 does not.
 node_exec() {
     local i
     i=$(node_index "$1") || die "unknown node '$1' (nodes: ${hosts[*]})"
@@ -214,7 +220,8 @@ node_exec() {
     # $0 and $@ belong to the inner shell.
     # shellcheck disable=SC2016
     exec unshare --mount -- nsenter --net="/run/netns/${hosts[$i]}" --uts="$state/uts-$i" -- \
-        sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$state/hosts" "$@"
+        sh -c 'mount --bind "$0" /etc/hosts && { mount -t sysfs sysfs /sys 2>/dev/null || :; } &&
+            exec "$@"' "$state/hosts" "$@"
 }
 
 export_env() {
