@@ -7,8 +7,9 @@
 # With MPIV_BUILDDIR (the top build directory) holding mca_pml_mpiv.so it also runs the mpiv
 # rows (mpiv-inline, mpiv-server) from the build tree, ult_pingpong, the machinery of
 # --million at a tiny size, and the ep_* benchmarks (threads and ULTs: the legs on each
-# communicator and their ratio). With libmpiv-apsm built there
-# (contrib/apsm), the overlap run also covers the +apsm variants (library preloaded).
+# communicator and their ratio). With libmpiv-apsm built there (contrib/apsm), the overlap
+# run also covers the +apsm variants (library preloaded). It runs the network references
+# (ucx-tcp, ob1-tcp) on one node and, as root, once across the two nodes of contrib/twonode.
 #
 # usage: compare_smoke.sh COMPARE BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
 set -u
@@ -220,6 +221,71 @@ else
             fail "the table has no ep_over_world section for $bench"
     done
     grep -q ",ob1,ep_" "$tmp/e/runs.csv" && fail "an endpoints benchmark ran on ob1"
+fi
+
+# 6. The network references (TCP only, on lo): their rows in summary.csv and the table, and
+# TCP-only launch arguments; at 1 thread, so also that they provide MPI_THREAD_MULTIPLE
+# (mt_pingpong aborts otherwise) without pml ucx's collapse at more threads than cores. Then,
+# where contrib/twonode can set up its nodes (root), one tiny --twonode run: one rank on each
+# node over their link, the other implementations skipped with a note.
+net_impls=ob1-tcp
+if "$(dirname "$OMPI_MPIRUN")/ompi_info" --parsable 2>/dev/null | grep -q "^mca:pml:ucx:"; then
+    net_impls=ucx-tcp,ob1-tcp
+else
+    echo "note: Open MPI has no pml ucx, ucx-tcp is not tested"
+fi
+IFS=, read -r -a net_list <<<"$net_impls"
+timeout -k 5 120 "$compare" --impl "$net_impls" --bench mt_pingpong,msgrate,latbw --threads 1 \
+    --reps 1 --seconds 0.05 --sizes 0,4k --bindir "$bindir" --out "$tmp/t" >"$tmp/t.md" \
+    2>"$tmp/t.err"
+rc=$?
+[ $rc -eq 0 ] || { fail "compare --impl $net_impls exited with $rc"; tail -n 20 "$tmp/t.err"; }
+grep -q "^| threads | ${net_impls//,/ | } |\$" "$tmp/t.md" ||
+    fail "the table has no columns $net_impls"
+for impl in "${net_list[@]}"; do
+    for point in "mt_pingpong,rate,1,8" "msgrate,msg_rate,1,8" "latbw,bw,1,4096"; do
+        IFS=, read -r bench metric threads size <<<"$point"
+        grep -qE "^$bench,$metric,,[^,]+,$threads,$size,$impl,1,[0-9.e+]+," "$tmp/t/summary.csv" ||
+            fail "summary.csv lacks $bench $metric threads=$threads size=$size $impl"
+    done
+done
+grep -q ",ob1-tcp,.* --mca btl self,tcp --mca btl_tcp_if_include lo .*/mt_pingpong " \
+    "$tmp/t/runs.csv" || fail "ob1-tcp did not run with btl self,tcp on lo"
+if [[ $net_impls == ucx-tcp,* ]]; then
+    grep -q ",ucx-tcp,.* --mca pml ucx .*-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo .*/mt_p" \
+        "$tmp/t/runs.csv" || fail "ucx-tcp did not run with UCX_TLS=tcp,self on lo"
+fi
+
+twonode=$(dirname "$compare")/../contrib/twonode/twonode.sh
+if ! why=$("$twonode" probe 2>&1); then
+    echo "note: the --twonode run is not tested: ${why#twonode: }"
+else
+    # Another set-up (make check's contrib/twonode test) may hold the nodes for minutes.
+    MPIV_TWONODE_LOCK_WAIT=120 timeout -k 5 240 "$compare" --twonode \
+        --impl "$net_impls,ob1,mpiv-inline" --bench mt_pingpong --threads 1 --reps 1 \
+        --seconds 0.05 --bindir "$bindir" --out "$tmp/w" >"$tmp/w.md" 2>"$tmp/w.err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "another two-node set-up held" "$tmp/w.err"; then
+        echo "note: the --twonode run is not tested: $(grep -m1 "another two-node" "$tmp/w.err")"
+    elif [ $rc -ne 0 ]; then
+        fail "compare --twonode exited with $rc"
+        tail -n 20 "$tmp/w.err"
+    else
+        grep -qE "^- --twonode: rank 0 on [^ ]+ \(mpirun there\), rank 1 on [^ ]+, over " \
+            "$tmp/w.md" || fail "the --twonode table does not say where the ranks ran"
+        for impl in ob1 mpiv-inline; do
+            grep -q "^- skipped $impl: --twonode runs only " "$tmp/w.md" ||
+                fail "--twonode did not skip $impl with a note"
+        done
+        for impl in "${net_list[@]}"; do
+            grep -qE "^mt_pingpong,rate,,[^,]+,1,8,$impl,1,[0-9.e+]+," "$tmp/w/summary.csv" ||
+                fail "summary.csv of --twonode lacks mt_pingpong rate $impl"
+            grep -qE ",$impl,mt_pingpong,1,ok,0,[0-9.]+,[^ ]*/twonode.sh exec [^ ]+ .* --host " \
+                "$tmp/w/runs.csv" || fail "--twonode did not run $impl through twonode.sh exec"
+        done
+        grep -q ",ob1-tcp,.* --mca btl_tcp_if_include lo " "$tmp/w/runs.csv" &&
+            fail "--twonode ran ob1-tcp on lo, not on the nodes' link"
+    fi
 fi
 
 if [ $failures -ne 0 ]; then
