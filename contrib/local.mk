@@ -4,7 +4,7 @@ include contrib/model/local.mk
 include contrib/apsm/local.mk
 # Instruction counts of the endpoints path against MPI_COMM_WORLD (callgrind; by hand).
 dist_noinst_SCRIPTS += %reldir%/callgrind/ep_cost.sh
-EXTRA_DIST += %reldir%/callgrind/ep_cost.c
+EXTRA_DIST += %reldir%/callgrind/ep_cost.c %reldir%/setup_lock.sh
 # Multi-node tests on one machine (network namespaces).
 include contrib/twonode/local.mk
 # srun --mpi=pmix under a private one-node Slurm.

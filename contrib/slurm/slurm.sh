@@ -203,39 +203,17 @@ EOF
     say "up: node $host idle ($(sinfo -h -N -o '%c CPUs'), ports $ctld_port and $slurmd_port, $dir)"
 }
 
-# lock: as in contrib/twonode/twonode.sh: $lockfile held on fd 9, removed by its owner at
-# the end; a waiter holding the lock of a removed file tries again.
-lock() {
-    local wait=${MPIV_SLURM_LOCK_WAIT:-600} start=$SECONDS
-    while :; do
-        exec 9>>"$lockfile"
-        if ! flock -w $((wait - (SECONDS - start) > 0 ? wait - (SECONDS - start) : 0)) 9; then
-            die "another private Slurm held $lockfile for $wait s"
-        fi
-        if [ "$(stat -c %d:%i "$lockfile" 2>/dev/null)" = "$(stat -L -c %d:%i /proc/$$/fd/9)" ]; then
-            return 0
-        fi
-        exec 9>&-
-    done
-}
-
+# The lock and the end of run (contrib/setup_lock.sh).
+# shellcheck source=../setup_lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../setup_lock.sh"
+lock() { hold_lock "${MPIV_SLURM_LOCK_WAIT:-600}" "another private Slurm"; }
 child=
-cleanup() {
-    trap - EXIT INT TERM HUP
-    if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null || true
-        wait "$child" 2>/dev/null || true
-    fi
-    down
-    rm -f "$lockfile"
-    say "down"
-}
 
 run() {
     local rc=0
     probe || exit $?
     lock
-    trap cleanup EXIT
+    trap end_run EXIT
     trap 'say "interrupted"; exit 130' INT TERM HUP
     up
     export MPIV_SLURM=$dir

@@ -229,42 +229,17 @@ export_env() {
         MPIV_TWONODE_IFACE=$iface MPIV_TWONODE_NET=$net
 }
 
-# lock: holds $lockfile on fd 9 for the life of this process. The file is removed at the end
-# (see run); a waiter that then gets the lock of the removed file sees that the path names
-# another file now, and tries again.
-lock() {
-    local wait=${MPIV_TWONODE_LOCK_WAIT:-600} start=$SECONDS
-    while :; do
-        exec 9>>"$lockfile"
-        if ! flock -w $((wait - (SECONDS - start) > 0 ? wait - (SECONDS - start) : 0)) 9; then
-            die "another two-node set-up held $lockfile for $wait s"
-        fi
-        if [ "$(stat -c %d:%i "$lockfile" 2>/dev/null)" = "$(stat -L -c %d:%i /proc/$$/fd/9)" ]; then
-            return 0
-        fi
-        exec 9>&-
-    done
-}
-
-# cleanup: the end of `run`, on every way out. On INT/TERM the command is ended first, so
-# that nothing is left running inside the nodes (down kills what remains).
+# The lock and the end of run (contrib/setup_lock.sh).
+# shellcheck source=../setup_lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../setup_lock.sh"
+lock() { hold_lock "${MPIV_TWONODE_LOCK_WAIT:-600}" "another two-node set-up"; }
 child=
-cleanup() {
-    trap - EXIT INT TERM HUP
-    if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null || true
-        wait "$child" 2>/dev/null || true
-    fi
-    down
-    rm -f "$lockfile"
-    say "down"
-}
 
 run() {
     local rc=0
     probe || exit $?
     lock
-    trap cleanup EXIT
+    trap end_run EXIT
     trap 'say "interrupted"; exit 130' INT TERM HUP
     up
     export_env
