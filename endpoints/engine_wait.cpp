@@ -112,7 +112,7 @@ template <class Still> void engine::doze(Still still) noexcept
     std::atomic<std::uint32_t> &sleeping = shm_.sleeping();
     const std::uint32_t seen = doorbell.load(std::memory_order_relaxed);
     sleeping.fetch_add(1, std::memory_order_relaxed);
-    // seq_cst fence: Dekker with ring() (see there).
+    // seq_cst fence: Dekker with shm::ring() (see there).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (inbound_idle() && still()) {
         base::futex_wait_for(doorbell, seen, k_doorbell_timeout_ns, true);

@@ -588,7 +588,7 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
     }
 }
 
-// The address layout that connect() parses (engine::address_t).
+// The address layout that connect() parses (shm::transport::address_t).
 struct address_mirror {
     std::uint32_t version;
     std::uint32_t pid;
