@@ -9,7 +9,8 @@
 // - Address and connect. address() gives the bytes this process publishes in the modex;
 //   connect(peer, addr, len) makes the peer reachable from them. The address is input
 //   from another process: every field is checked, a bad one is status::invalid_arg and a
-//   log line, never a crash. connect() runs once per peer, serialized by the engine.
+//   log line, never a crash. connect() may be called again for a connected peer (the
+//   address is still checked, then nothing changes); calls are serialized by the engine.
 // - Limits. The largest small message (header and inline payload), the number of inbound
 //   lanes a peer has (shared memory: its queues; UCX: its workers), the largest eager
 //   payload.

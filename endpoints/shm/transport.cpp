@@ -149,7 +149,8 @@ status transport::init(const mpiv_p2p_params_t &params, int cma_self_error) noex
         h->sleeping.store(0, std::memory_order_relaxed);
         doorbell_ = &h->doorbell;
         sleeping_ = &h->sleeping;
-        // Release: a peer that reads the magic with acquire sees the formatted segment.
+        // sync: release; pairs with the acquire load in map_geometry(): a peer that reads
+        // the magic sees the formatted segment.
         h->magic.store(k_segment_magic, std::memory_order_release);
 
         addr_.version = k_address_version;

@@ -117,7 +117,8 @@ class transport {
     const shm::peer &at(std::uint32_t peer) const noexcept { return peers_[peer]; }
 
     // --- Limits
-    /// Largest message try_push() takes: what a queue of the configured slots holds.
+    /// Largest message this process's queues hold (the configured slots). A peer's queues
+    /// are checked by try_push() against the peer's own geometry.
     std::size_t max_message() const noexcept { return max_message_; }
     std::size_t queue_count(std::uint32_t peer) const noexcept { return peers_[peer].queues.size(); }
 
