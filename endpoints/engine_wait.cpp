@@ -176,8 +176,8 @@ void engine::wake(waiter *w) noexcept
             w->word.fetch_add(1, std::memory_order_release);
             base::futex_wake(w->word, 1);
         }
-        // seq_cst (the decrement above is the RMW half of the Dekker with the owner's
-        // doze()'s sleeping increment + fence): ring only an owner asleep on the doorbell.
+        // seq_cst (the decrement above is the RMW half of the Dekker with the sleeping
+        // increment + fence in doze()): ring only an owner asleep on the doorbell.
         if (owner && shm_.sleeping().load(std::memory_order_seq_cst) != 0) {
             shm_.doorbell().fetch_add(1, std::memory_order_relaxed);
             base::futex_wake_shared(shm_.doorbell(), 1);
