@@ -203,27 +203,11 @@ EOF
     say "up: node $host idle ($(sinfo -h -N -o '%c CPUs'), ports $ctld_port and $slurmd_port, $dir)"
 }
 
-# The lock and the end of run (contrib/setup_lock.sh).
+# run, the set-up lock and the end of run (contrib/setup_lock.sh).
 # shellcheck source=../setup_lock.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../setup_lock.sh"
-lock() { hold_lock "${MPIV_SLURM_LOCK_WAIT:-600}" "another private Slurm"; }
-child=
-
-run() {
-    local rc=0
-    probe || exit $?
-    lock
-    trap end_run EXIT
-    trap 'say "interrupted"; exit 130' INT TERM HUP
-    up
-    export MPIV_SLURM=$dir
-    # fd 9 (the lock) must not outlive this process in something the command leaves behind.
-    "$@" 9>&- &
-    child=$!
-    wait "$child" || rc=$?
-    child=
-    exit $rc
-}
+export_env() { export MPIV_SLURM=$dir; }
+run() { run_set_up "${MPIV_SLURM_LOCK_WAIT:-600}" "another private Slurm" "$@"; }
 
 case "${1-}" in
 run)

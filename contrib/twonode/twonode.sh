@@ -229,27 +229,10 @@ export_env() {
         MPIV_TWONODE_IFACE=$iface MPIV_TWONODE_NET=$net
 }
 
-# The lock and the end of run (contrib/setup_lock.sh).
+# run, the set-up lock and the end of run (contrib/setup_lock.sh).
 # shellcheck source=../setup_lock.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../setup_lock.sh"
-lock() { hold_lock "${MPIV_TWONODE_LOCK_WAIT:-600}" "another two-node set-up"; }
-child=
-
-run() {
-    local rc=0
-    probe || exit $?
-    lock
-    trap end_run EXIT
-    trap 'say "interrupted"; exit 130' INT TERM HUP
-    up
-    export_env
-    # fd 9 (the lock) must not outlive this process in a daemon the command leaves behind.
-    "$@" 9>&- &
-    child=$!
-    wait "$child" || rc=$?
-    child=
-    exit $rc
-}
+run() { run_set_up "${MPIV_TWONODE_LOCK_WAIT:-600}" "another two-node set-up" "$@"; }
 
 case "${1-}" in
 run)
