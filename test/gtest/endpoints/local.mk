@@ -51,10 +51,14 @@ TESTS += %reldir%/test_endpoints
 %canon_reldir%_test_endpoints_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_endpoints_LDADD = $(GTEST_CORE_LIBS)
 
+noinst_HEADERS += %reldir%/ucx_fixture.hpp
 if HAVE_UCX
-check_PROGRAMS += %reldir%/test_ucx_transport
-TESTS += %reldir%/test_ucx_transport
+check_PROGRAMS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input
+TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input
 %canon_reldir%_test_ucx_transport_SOURCES = %reldir%/test_ucx_transport.cc
 %canon_reldir%_test_ucx_transport_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
 %canon_reldir%_test_ucx_transport_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_ucx_transport_input_SOURCES = %reldir%/test_ucx_transport_input.cc
+%canon_reldir%_test_ucx_transport_input_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
+%canon_reldir%_test_ucx_transport_input_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
 endif
