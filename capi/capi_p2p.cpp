@@ -49,8 +49,10 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->idle_us = 1000;
     params->serialized = 0;
     params->fault = nullptr;
+    params->connect = nullptr;
     params->yield_when_idle = 0;
     params->single_copy = MPIV_P2P_SINGLE_COPY_AUTO;
+    params->transports = MPIV_P2P_TRANSPORT_SHM;
     return MPIV_OK;
 }
 
@@ -90,7 +92,35 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t 
     if (engine == nullptr) {
         return null_arg(__func__, "engine");
     }
-    return to_c(eng(engine)->connect(peer, addr, len));
+    return to_c(eng(engine)->connect(peer, addr, len, true));
+}
+
+extern "C" MPIV_API int mpiv_p2p_have_ucx(void)
+{
+#if MPIV_HAVE_UCX
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_connect_peer(mpiv_p2p_t *engine, uint32_t peer,
+                                                        const void *addr, size_t len,
+                                                        int same_node)
+{
+    if (engine == nullptr) {
+        return null_arg(__func__, "engine");
+    }
+    return to_c(eng(engine)->connect(peer, addr, len, same_node != 0));
+}
+
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_peer_transport(mpiv_p2p_t *engine, uint32_t peer,
+                                                         unsigned *transport_p)
+{
+    if (engine == nullptr || transport_p == nullptr) {
+        return null_arg(__func__, engine == nullptr ? "engine" : "transport_p");
+    }
+    return to_c(eng(engine)->peer_transport(peer, *transport_p));
 }
 
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_peer_single_copy(mpiv_p2p_t *engine, uint32_t peer,

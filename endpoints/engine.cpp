@@ -108,6 +108,10 @@ status engine::init(int cma_self_error) noexcept
             return s;
         }
         inline_max_ = std::min(k_inline_max, shm_.max_message() - (sizeof(wire) - k_wire_inline));
+        s = init_ucx();
+        if (s != status::ok) {
+            return s;
+        }
         peers_.reset(new peer_state[params_.num_peers]);
         s = match::table::create(k_table_buckets, table_, serial_);
         if (s != status::ok) {
@@ -124,10 +128,7 @@ status engine::init(int cma_self_error) noexcept
         // Peers map this segment through /proc/<pid>/fd: where this process cannot map its
         // own that way (no /proc), no peer could, and the caller should decline now rather
         // than fail at the first contact (this also connects the engine to itself).
-        const void *self_addr = nullptr;
-        std::size_t self_len = 0;
-        shm_.address(self_addr, self_len);
-        s = connect(params_.self, self_addr, self_len);
+        s = connect(params_.self, address_.data(), address_.size(), true);
         if (s != status::ok) {
             base::log(base::log_level::error,
                       "mpiv_p2p_create: this process cannot map its own segment through "
@@ -156,6 +157,9 @@ engine::~engine()
         shm_.ring_self(); // it may sleep on the doorbell
         server_.join();
     }
+#if MPIV_HAVE_UCX
+    stop_flusher(); // (before the transport goes)
+#endif
     // Acquire: pairs with each poller's release decrement; they end once no ULT waits.
     while (pollers_live_.load(std::memory_order_acquire) != 0) {
         std::this_thread::yield();
@@ -223,21 +227,6 @@ std::uint32_t engine::my_endpoint() noexcept
     // No division on the common path (one of the first `endpoints` threads): this runs
     // on every send and poll.
     return tl_endpoint < params_.endpoints ? tl_endpoint : tl_endpoint % params_.endpoints;
-}
-
-status engine::connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept
-{
-    if (peer >= params_.num_peers) {
-        base::log(base::log_level::error, "mpiv_p2p_connect: bad peer %u", peer);
-        return status::invalid_arg;
-    }
-    std::lock_guard<std::mutex> guard(peers_mu_);
-    peer_state &p = peers_[peer];
-    const status s = shm_.connect(peer, addr, len);
-    if (s == status::ok) {
-        p.connected = true;
-    }
-    return s;
 }
 
 namespace {

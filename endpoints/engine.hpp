@@ -80,12 +80,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sys/uio.h>
@@ -96,6 +98,9 @@
 #include "base/status.hpp"
 #include "endpoints/shm/mpsc_queue.hpp"
 #include "endpoints/shm/transport.hpp"
+#if MPIV_HAVE_UCX
+#include "endpoints/ucx/transport.hpp"
+#endif
 #include "endpoints/token_table.hpp"
 #include "matching/comm.hpp"
 #include "matching/private_comm.hpp"
@@ -103,6 +108,24 @@
 #include "sched/sync.hpp"
 
 namespace mpiv::ep {
+
+namespace detail {
+/// A callable passed down without a copy or an allocation (engine::send_ucx's finish).
+class finish_ref {
+  public:
+    template <class F>
+    finish_ref(F &&f) noexcept // NOLINT: implicit, as a function argument
+        : obj_(const_cast<void *>(static_cast<const void *>(&f))),
+          call_([](void *o) { (*static_cast<std::remove_reference_t<F> *>(o))(); })
+    {
+    }
+    void operator()() const { call_(obj_); }
+
+  private:
+    void *obj_;
+    void (*call_)(void *);
+};
+} // namespace detail
 
 /// Kinds of wire messages.
 /// pad: a claimed slot whose message could not be finished (no memory for the sender's
@@ -322,6 +345,10 @@ struct outbound {
 /// this process has for it that waits for room in its queues.
 struct peer_state {
     bool connected = false;
+    bool ucx = false; // reached over the UCX transport (else shared memory)
+    // Set once connected over UCX (release, after ucx and connected); the acquire load in
+    // on_ucx_message() lets arrivals from it through on any thread.
+    std::atomic<bool> ucx_ready{false};
     std::atomic<bool> faulted{false}; // its fault was reported
     // Non-zero while the list holds items (relaxed hint; the list itself is read under
     // out_mu). A send to this peer goes behind them.
@@ -341,8 +368,19 @@ class engine {
     engine(const engine &) = delete;
     engine &operator=(const engine &) = delete;
 
-    void address(const void *&addr, std::size_t &len) const noexcept { shm_.address(addr, len); }
-    [[nodiscard]] status connect(std::uint32_t peer, const void *addr, std::size_t len) noexcept;
+    /// This process's address for the modex: the shared-memory transport's, then the UCX
+    /// transport's when it is used (see engine_ucx.cpp).
+    void address(const void *&addr, std::size_t &len) const noexcept
+    {
+        addr = address_.data();
+        len = address_.size();
+    }
+    /// Connect @p peer from its address: over shared memory when @p same_node and SHM is
+    /// among the transports, else over UCX.
+    [[nodiscard]] status connect(std::uint32_t peer, const void *addr, std::size_t len,
+                                 bool same_node = true) noexcept;
+    /// MPIV_P2P_TRANSPORT_SHM or _UCX: what carries @p peer's traffic.
+    [[nodiscard]] status peer_transport(std::uint32_t peer, unsigned &transport_p) const noexcept;
     /// How rendezvous messages from @p peer arrive (mpiv_p2p_peer_single_copy).
     [[nodiscard]] status peer_single_copy(std::uint32_t peer, bool &single_p,
                                           int &error_p) const noexcept;
@@ -439,6 +477,35 @@ class engine {
 
     explicit engine(const mpiv_p2p_params_t &params) noexcept;
     status init(int cma_self_error) noexcept;
+    // UCX (engine_ucx.cpp): create the transport (when params_.transports asks for it),
+    // build address_, push a message to a peer over it, poll a worker, and the callbacks
+    // it makes.
+    status init_ucx() noexcept;
+    // Send @p len bytes (finished by @p finish once the send is sure to start) to lane
+    // @p q of UCX peer @p peer; false: no room now (nothing sent).
+    bool send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std::size_t len,
+                  const detail::finish_ref &finish) noexcept;
+    int poll_ucx(std::size_t q) noexcept;
+    // Inbound lanes of @p peer: its queues, or its UCX workers.
+    std::size_t lanes(std::uint32_t peer) const noexcept;
+    bool stream_out_ucx(std::uint32_t peer, send_op &op, int &events) noexcept;
+    static void on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
+                               std::uint32_t from_worker, const void *header,
+                               std::size_t header_len, const void *payload,
+                               std::size_t payload_len) noexcept;
+    static void on_ucx_failure(void *ctx, std::uint32_t peer, const char *reason) noexcept;
+#if MPIV_HAVE_UCX
+    // Sends UCX took but has not finished (the endpoint still wiring up, the socket
+    // full): the flusher thread polls the workers while any is left, so a process that
+    // returns from MPI (its sends complete once UCX has them) does not hold back the
+    // peers that wait for them. It sleeps otherwise, and is woken by the first such send.
+    struct owed_completion : ucx::completion {
+        engine *e;
+    };
+    static void ucx_sent_later(ucx::completion *c, status s) noexcept;
+    void flusher_main() noexcept;
+    void stop_flusher() noexcept;
+#endif
 
     std::uint32_t my_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
@@ -466,7 +533,8 @@ class engine {
     // when the last FRAG is copied (or, for no bytes, as send_control says).
     bool start_pull(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept;
     void handle_cts(const wire &w) noexcept;
-    void handle_frag(const wire &w) noexcept;
+    // @p piece: the bytes, inside the message (UCX); null: in the sender's copy slot.
+    void handle_frag(const wire &w, const unsigned char *piece = nullptr) noexcept;
     // Two copies, sender: push what fits of @p op's FRAGs to @p peer; true once all are
     // pushed and the send may complete.
     bool stream_out(std::uint32_t peer, send_op &op, int &events) noexcept;
@@ -544,6 +612,18 @@ class engine {
     // drains, waiter counts). Cross-process words (queue tails, doorbells) stay atomic.
     const bool serial_ = params_.serialized != 0 && params_.progress == MPIV_P2P_PROGRESS_INLINE;
     shm::transport shm_;
+#if MPIV_HAVE_UCX
+    // (Declared before ucx_, so alive while the transport's teardown completes sends.)
+    owed_completion owed_completion_{};
+    alignas(k_false_sharing) std::atomic<std::int64_t> ucx_owed_{0}; // see flusher_main()
+    std::unique_ptr<ucx::transport> ucx_;
+    std::mutex flusher_mu_;
+    std::condition_variable flusher_cv_;
+    bool flusher_stop_ = false; // flusher_mu_
+    std::thread flusher_;
+#endif
+    std::atomic<bool> ucx_up_{false}; // the UCX transport runs: waits poll it, never sleep
+    std::vector<unsigned char> address_; // see address()
     // Largest inline message: what fits in a queue's slots, at most k_inline_max (set by
     // init()).
     std::size_t inline_max_ = 0;

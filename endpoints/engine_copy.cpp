@@ -19,6 +19,11 @@ using shm::k_copy_slots;
 bool engine::push_at(std::uint32_t peer, std::size_t q, const wire &w) noexcept
 {
     detail::tsan_pushing();
+#if MPIV_HAVE_UCX
+    if (peers_[peer].ucx) {
+        return send_ucx(peer, q, &w, sizeof w, [] {});
+    }
+#endif
     return shm_.try_push(peer, q, &w, sizeof w, [] {});
 }
 
@@ -75,7 +80,7 @@ void engine::handle_cts(const wire &w) noexcept
         bad = "asks for more bytes than the message has";
     } else if (w.size != 0 && w.u.ref.spare == 0) {
         bad = "asks for bytes but gives no token for them";
-    } else if (shm_.copy_block(w.from) == nullptr) {
+    } else if (!peers_[w.from].ucx && shm_.copy_block(w.from) == nullptr) {
         bad = "asks for two copies, which this process does not keep slots for";
     } else if ((op = tokens_.redeem(w.u.ref.token)) == nullptr) {
         bad = "names a send that is no longer waiting";
@@ -127,6 +132,11 @@ void engine::copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcep
 
 bool engine::stream_out(std::uint32_t peer, send_op &op, int &events) noexcept
 {
+#if MPIV_HAVE_UCX
+    if (peers_[peer].ucx) {
+        return stream_out_ucx(peer, op, events);
+    }
+#endif
     unsigned char *const block = shm_.copy_block(peer);
     auto *const busy = reinterpret_cast<std::atomic<std::uint32_t> *>(block);
     unsigned char *const data = block + k_copy_page;
@@ -176,25 +186,27 @@ bool engine::stream_out(std::uint32_t peer, send_op &op, int &events) noexcept
     return !streamed || __atomic_load_n(ready, __ATOMIC_ACQUIRE) == op.w.size;
 }
 
-void engine::handle_frag(const wire &w) noexcept
+void engine::handle_frag(const wire &w, const unsigned char *piece) noexcept
 {
     const char *bad = nullptr;
     pull_state *ps = pulls_.peek(w.u.ref.token);
-    const bool known = w.from < params_.num_peers && peers_[w.from].connected;
-    shm::peer *p = known ? &shm_.at(w.from) : nullptr;
-    if (ps == nullptr || p == nullptr || ps->peer != w.from) {
+    const bool known = w.from < params_.num_peers && peers_[w.from].connected &&
+                       peers_[w.from].ucx == (piece != nullptr);
+    shm::peer *p = known && piece == nullptr ? &shm_.at(w.from) : nullptr;
+    if (ps == nullptr || !known || ps->peer != w.from) {
         bad = "names no receive of ours from it";
     } else if (ps->busy.exchange(true, std::memory_order_acquire)) {
         // sync: acquire; pairs with the release store below: the previous FRAG's
         // drainer (maybe another thread) left received up to date.
         bad = "arrived while another of the same transfer was being copied";
         ps = nullptr; // not ours to release
-    } else if (w.u.ref.where >= p->copy_slots || w.size == 0 || w.size > p->copy_piece ||
-               w.u.ref.spare != ps->received || w.size > ps->total - ps->received) {
+    } else if ((p != nullptr && (w.u.ref.where >= p->copy_slots || w.size > p->copy_piece)) ||
+               w.size == 0 || w.u.ref.spare != ps->received ||
+               w.size > ps->total - ps->received) {
         bad = "does not continue its transfer (slot, offset or length)";
     }
     if (bad != nullptr) {
-        if (ps != nullptr && p != nullptr && ps->peer == w.from) {
+        if (ps != nullptr && known && ps->peer == w.from) {
             // sync: release; pairs with the acquire exchange above.
             ps->busy.store(false, std::memory_order_release);
         }
@@ -208,11 +220,15 @@ void engine::handle_frag(const wire &w) noexcept
         fault(w.from, what);
         return;
     }
-    const std::size_t slot = static_cast<std::size_t>(w.u.ref.where);
-    detail::put(ps->to, ps->received, p->copy_data + slot * p->copy_piece, w.size);
-    // sync: release; pairs with the sender's acquire load in stream_out(): the bytes are
-    // copied out before it writes the slot again.
-    p->copy_busy[slot].store(0, std::memory_order_release);
+    if (piece != nullptr) {
+        detail::put(ps->to, ps->received, piece, w.size); // in the message (UCX)
+    } else {
+        const std::size_t slot = static_cast<std::size_t>(w.u.ref.where);
+        detail::put(ps->to, ps->received, p->copy_data + slot * p->copy_piece, w.size);
+        // sync: release; pairs with the sender's acquire load in stream_out(): the bytes
+        // are copied out before it writes the slot again.
+        p->copy_busy[slot].store(0, std::memory_order_release);
+    }
     ps->received += w.size;
     if (ps->received != ps->total) {
         // sync: release; pairs with the acquire exchange above (the next FRAG's drainer).
@@ -230,5 +246,44 @@ void engine::handle_frag(const wire &w) noexcept
         }
     }
 }
+
+#if MPIV_HAVE_UCX
+bool engine::stream_out_ucx(std::uint32_t peer, send_op &op, int &events) noexcept
+{
+    // Each piece travels inside its FRAG (the transport copies the message), in one lane
+    // of the receiver (in order); no copy slots.
+    constexpr std::size_t k_piece = 4096;
+    const std::size_t piece = std::min(k_piece, ucx_->max_header() - sizeof(wire));
+    const bool streamed = (op.w.flags & k_wire_streamed) != 0;
+    const auto *const ready = reinterpret_cast<const std::size_t *>(op.w.u.ref.spare);
+    const std::size_t q = static_cast<std::uint32_t>(op.pull_token) % lanes(peer);
+    alignas(8) unsigned char message[sizeof(wire) + k_piece];
+    while (op.pulled < op.pull_total) {
+        const std::size_t len = std::min<std::uint64_t>(piece, op.pull_total - op.pulled);
+        // sync: acquire; pairs with the writer's release store of its count.
+        if (streamed && __atomic_load_n(ready, __ATOMIC_ACQUIRE) < op.pulled + len) {
+            return false;
+        }
+        wire f{};
+        f.kind = wire_kind::frag;
+        f.from = params_.self;
+        f.size = len;
+        f.u.ref.token = op.pull_token;
+        f.u.ref.spare = op.pulled;
+        std::memcpy(message, &f, sizeof f);
+        // The bytes are copied only once the send is sure to start (copy_piece moves the
+        // gather position).
+        if (!send_ucx(peer, q, message, sizeof f + len,
+                      [&] { copy_piece(op, message + sizeof f, len); })) {
+            return false;
+        }
+        base::stats::add(base::stats::counter::two_copy_pieces);
+        op.pulled += len;
+        ++events;
+    }
+    // sync: acquire; pairs with the writer's last release store of its count.
+    return !streamed || __atomic_load_n(ready, __ATOMIC_ACQUIRE) == op.w.size;
+}
+#endif
 
 } // namespace mpiv::ep

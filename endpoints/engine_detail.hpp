@@ -30,6 +30,10 @@ extern thread_local int tl_draining __attribute__((tls_model("initial-exec")));
 // The inbound queue whose drain the calling thread is inside (its consumer lock is held),
 // or null; defined in engine_recv.cpp.
 extern thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec")));
+// Set while the calling thread holds a peer's outbound-list lock (engine::drain_peer()):
+// a UCX push from there only tries the worker's lock, as a poller holding that lock may
+// wait for the list's (engine::send_ucx()); defined in engine_send.cpp.
+extern thread_local bool tl_out_locked __attribute__((tls_model("initial-exec")));
 
 // ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
 // one slot through two mappings at different addresses (two engines of one process in

@@ -683,6 +683,14 @@ int engine::progress() noexcept
             events += k;
         }
     }
+#if MPIV_HAVE_UCX
+    // Relaxed: a hint, set once the UCX transport is up (before any traffic).
+    if (ucx_up_.load(std::memory_order_relaxed)) {
+        for (std::size_t q = 0; q < n; ++q) {
+            events += poll_ucx(q);
+        }
+    }
+#endif
     return events;
 }
 

@@ -11,10 +11,15 @@
 
 namespace mpiv::ep {
 
+namespace detail {
+thread_local bool tl_out_locked __attribute__((tls_model("initial-exec"))) = false;
+} // namespace detail
+
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
                          const void *more, std::size_t more_bytes) noexcept
 {
-    const std::size_t n = shm_.queue_count(peer);
+    const bool ucx = peers_[peer].ucx;
+    const std::size_t n = ucx ? lanes(peer) : shm_.queue_count(peer);
     // To an endpoints handle: its one queue (from the rank map, mod the peer's queue
     // count), so one sender's messages to it arrive in order and only that queue's drains
     // match them. Otherwise this thread's endpoint, or the next queue with room.
@@ -55,7 +60,13 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
         detail::tsan_pushing();
     };
     for (std::size_t i = 0; i < tries; ++i) {
-        if (shm_.try_push(peer, q, bytes, len, finish)) {
+#if MPIV_HAVE_UCX
+        const bool pushed =
+            ucx ? send_ucx(peer, q, bytes, len, finish) : shm_.try_push(peer, q, bytes, len, finish);
+#else
+        const bool pushed = shm_.try_push(peer, q, bytes, len, finish);
+#endif
+        if (pushed) {
             if (!numbered) {
                 w.kind = kind; // the pad was for the queue's copy only (and w is not sent)
             }
@@ -166,6 +177,7 @@ int engine::drain_peer(peer_state &p) noexcept
         if (!lock.owns_lock()) {
             return 0;
         }
+        detail::tl_out_locked = true;
         while (!p.out.empty() && ndone < k_batch) {
             outbound &item = p.out.front();
             bool waits = true;
@@ -204,6 +216,7 @@ int engine::drain_peer(peer_state &p) noexcept
             outbound_count_.fetch_sub(1, std::memory_order_relaxed);
             ++events;
         }
+        detail::tl_out_locked = false;
     }
     for (std::size_t i = 0; i < ndone; ++i) {
         params_.complete(done[i].user, &done[i].st);
@@ -347,8 +360,8 @@ status engine::isend(comm_state &comm, std::uint32_t peer, std::int32_t self_ran
         if (bytes != 0) {
             base::copy_small(w.u.data, buf, std::min(bytes, k_wire_inline));
         }
-    } else if (bytes <= params_.eager_limit) {
-        w.kind = wire_kind::eager_packet;
+    } else if (bytes <= params_.eager_limit && !peers_[peer].ucx) {
+        w.kind = wire_kind::eager_packet; // (no packets over UCX: rendezvous)
     } else {
         w.kind = wire_kind::rts;
         w.u.ref.where = reinterpret_cast<std::uintptr_t>(buf);

@@ -264,8 +264,10 @@ void *engine::poller_main(void *raw) noexcept
 
 bool engine::inbound_idle() noexcept
 {
-    // Relaxed: a hint, as in progress().
-    return shm_.inbound_idle() && outbound_count_.load(std::memory_order_relaxed) == 0;
+    // Relaxed: hints, as in progress(). UCX arrivals do not ring the doorbell: with UCX
+    // peers a waiter keeps polling.
+    return shm_.inbound_idle() && outbound_count_.load(std::memory_order_relaxed) == 0 &&
+           !ucx_up_.load(std::memory_order_relaxed);
 }
 
 void engine::pthread_wait(waiter &w) noexcept

@@ -45,6 +45,8 @@ typedef struct mca_pml_mpiv_globals {
     int stats;            /* summary at finalize: 0 none, 1 totals, 2 per thread */
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */
+    char *transports;     /* pml_mpiv_transports: "shm,ucx", "shm" or "ucx" */
+    unsigned engine_transports; /* MPIV_P2P_TRANSPORT_* the engine was created with */
     bool decline;         /* decline in init (testing the fallback) */
     /* state */
     int output;           /* opal_output stream */
@@ -126,6 +128,9 @@ void mca_pml_mpiv_subscribe_assertions(struct ompi_communicator_t *comm);
 void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);
 /* The engine's fault callback: a peer wrote invalid data into shared memory; ends the job. */
 void mca_pml_mpiv_fault(uint32_t peer, const char *what);
+/* The engine's connect callback: a peer's first message came over UCX before this process
+ * connected it (peers are connected on first use); connects it. */
+int mca_pml_mpiv_connect_arrival(uint32_t peer);
 
 /* requests (pml_mpiv_request.c) */
 /* A request from the free list, holding references on comm and dt (NULL: none left). */

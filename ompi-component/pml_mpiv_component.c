@@ -145,6 +145,13 @@ static const param_row_t param_table[] = {
      "PML added to the selection list when mpiv is opened, so that --mca pml mpiv,ob1 runs "
      "the job on it when mpiv declines (Open MPI 4.1 honours only the first name otherwise); "
      "empty: none"},
+    {"transports", MCA_BASE_VAR_TYPE_STRING, NULL, 0, "shm,ucx", OPAL_INFO_LVL_4,
+     &mca_pml_mpiv.transports,
+     "Comma-separated transports mpiv may use: shm (shared memory, for peers on this node) "
+     "and ucx (the UCX network transport, for peers on other nodes, and for every peer when "
+     "shm is not listed; started only when the job spans nodes or shm is not listed; UCX's "
+     "own settings such as UCX_TLS and UCX_NET_DEVICES apply). A job that spans nodes "
+     "without ucx here, or whose UCX cannot start, is declined"},
     {"stats", MCA_BASE_VAR_TYPE_INT, NULL, 0, NULL, OPAL_INFO_LVL_4, &mca_pml_mpiv.stats,
      "At MPI_Finalize each process prints its counters that are not zero (also MPI_T "
      "performance variables pml_mpiv_*): 0 = no, 1 = totals, 2 = totals and per thread"},
@@ -292,6 +299,32 @@ static int server_cpu(const cpu_set_t *bound)
     return -1;
 }
 
+/* pml_mpiv_transports as MPIV_P2P_TRANSPORT_* bits; false (said) for an unknown name or an
+ * empty list. */
+static bool parse_transports(const char *list, unsigned *bits)
+{
+    const char *p = NULL == list ? "" : list;
+    *bits = 0;
+    while ('\0' != *p) {
+        size_t n = strcspn(p, ",");
+        if (3 == n && 0 == strncmp(p, "shm", 3)) {
+            *bits |= MPIV_P2P_TRANSPORT_SHM;
+        } else if (3 == n && 0 == strncmp(p, "ucx", 3)) {
+            *bits |= MPIV_P2P_TRANSPORT_UCX;
+        } else {
+            opal_output(0, "pml mpiv: pml_mpiv_transports = \"%s\": unknown transport \"%.*s\" "
+                           "(known: shm, ucx)", list, (int) n, p);
+            return false;
+        }
+        p += n + (',' == p[n]);
+    }
+    if (0 == *bits) {
+        opal_output(0, "pml mpiv: pml_mpiv_transports is empty (known: shm, ucx)");
+        return false;
+    }
+    return true;
+}
+
 static mca_pml_base_module_t *decline(const char *reason)
 {
     opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: declining: %s", reason);
@@ -306,13 +339,29 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     const void *addr = NULL;
     size_t len = 0;
     int rc, pus;
+    unsigned wanted = 0;
+    bool multinode;
     (void) enable_progress_threads;
 
     if (mca_pml_mpiv.decline) {
         return decline("pml_mpiv_decline is set");
     }
-    if ((orte_vpid_t) (orte_process_info.num_local_peers + 1) != orte_process_info.num_procs) {
-        return decline("the job spans several nodes (mpiv has only the shared-memory transport)");
+    if (!parse_transports(mca_pml_mpiv.transports, &wanted)) {
+        return decline("bad pml_mpiv_transports");
+    }
+    multinode = (orte_vpid_t) (orte_process_info.num_local_peers + 1) != orte_process_info.num_procs;
+    if (multinode && 0 == (wanted & MPIV_P2P_TRANSPORT_UCX)) {
+        return decline("the job spans several nodes and pml_mpiv_transports has no ucx");
+    }
+    if (0 != (wanted & MPIV_P2P_TRANSPORT_UCX) && !mpiv_p2p_have_ucx()) {
+        if (multinode || 0 == (wanted & MPIV_P2P_TRANSPORT_SHM)) {
+            return decline("the job needs the UCX transport, and this mpiv was built without UCX");
+        }
+        wanted &= ~MPIV_P2P_TRANSPORT_UCX;
+    }
+    /* UCX starts only where it carries traffic: a job on several nodes, or ucx alone. */
+    if (!multinode && 0 != (wanted & MPIV_P2P_TRANSPORT_SHM)) {
+        wanted &= ~MPIV_P2P_TRANSPORT_UCX;
     }
     if (mca_pml_mpiv.workers < 0 || mca_pml_mpiv.workers > 256) {
         opal_output(0, "pml mpiv: pml_mpiv_workers = %d is out of range (0..256)", mca_pml_mpiv.workers);
@@ -345,6 +394,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
     params.complete = mca_pml_mpiv_complete;
     params.fault = mca_pml_mpiv_fault;
+    params.connect = mca_pml_mpiv_connect_arrival;
     params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;
     params.single_copy = (mpiv_p2p_single_copy_t) mca_pml_mpiv.single_copy;
     params.idle_us = mca_pml_mpiv.idle_time >= 0 ? (uint32_t) mca_pml_mpiv.idle_time
@@ -365,18 +415,23 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     /* Below MPI_THREAD_MULTIPLE the application's MPI calls never overlap; with inline
      * progress nothing else calls the engine, so it may skip its process-local locks. */
     params.serialized = !enable_mpi_threads;
+    params.transports = wanted;
+    mca_pml_mpiv.engine_transports = wanted;
     mca_pml_mpiv.serial = !enable_mpi_threads && MPIV_P2P_PROGRESS_INLINE == params.progress;
     rc = mpiv_p2p_create(&params, &mca_pml_mpiv.engine);
     if (MPIV_OK != rc) {
         opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
-        return decline(MPIV_P2P_SINGLE_COPY_CMA == params.single_copy
+        return decline(0 != (wanted & MPIV_P2P_TRANSPORT_UCX)
+                           ? "its shared-memory segment or the UCX transport cannot start"
+                       : MPIV_P2P_SINGLE_COPY_CMA == params.single_copy
                            ? "shared memory or CMA (process_vm_readv) is unavailable, and "
                              "pml_mpiv_single_copy is cma"
                            : "its shared-memory segment cannot be created or mapped through /proc");
     }
     mca_pml_mpiv.inline_max = mpiv_p2p_inline_max(mca_pml_mpiv.engine);
     (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);
-    OPAL_MODEX_SEND(rc, OPAL_PMIX_LOCAL, &mca_pml_mpiv_component.pmlm_version, addr, len);
+    OPAL_MODEX_SEND(rc, 0 != (wanted & MPIV_P2P_TRANSPORT_UCX) ? OPAL_PMIX_GLOBAL : OPAL_PMIX_LOCAL,
+                    &mca_pml_mpiv_component.pmlm_version, addr, len);
     if (OPAL_SUCCESS != rc || OMPI_SUCCESS != mca_pml_mpiv_module_init()) {
         mpiv_p2p_destroy(mca_pml_mpiv.engine);
         mca_pml_mpiv.engine = NULL;

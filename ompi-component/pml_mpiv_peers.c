@@ -65,14 +65,22 @@ static int connect_proc(ompi_proc_t *proc)
             opal_output(0, "pml mpiv: no mpiv address for %s in the modex (%s)",
                         OMPI_NAME_PRINT(&proc->super.proc_name), opal_strerror(rc));
         } else {
-            int s = mpiv_p2p_connect(mca_pml_mpiv.engine, vpid, addr, len);
+            int s = mpiv_p2p_connect_peer(mca_pml_mpiv.engine, vpid, addr, len,
+                                          OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags));
+            unsigned via = MPIV_P2P_TRANSPORT_SHM;
             if (MPIV_OK != s) {
-                opal_output(0, "pml mpiv: cannot map the segment of %s: %s",
+                opal_output(0, "pml mpiv: cannot connect to %s: %s",
                             OMPI_NAME_PRINT(&proc->super.proc_name), mpiv_status_string(s));
                 rc = OMPI_ERR_UNREACH;
             } else {
                 mca_pml_mpiv.connected[vpid] = true;
-                say_single_copy(proc, vpid);
+                (void) mpiv_p2p_peer_transport(mca_pml_mpiv.engine, vpid, &via);
+                if (MPIV_P2P_TRANSPORT_UCX == via) {
+                    opal_output_verbose(2, mca_pml_mpiv.output, "pml mpiv: peer %s: over UCX",
+                                        OMPI_NAME_PRINT(&proc->super.proc_name));
+                } else {
+                    say_single_copy(proc, vpid);
+                }
             }
             free(addr);
         }
@@ -97,6 +105,24 @@ int mca_pml_mpiv_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
     }
     *peer = vpid;
     return OMPI_SUCCESS;
+}
+
+int mca_pml_mpiv_connect_arrival(uint32_t peer)
+{
+    opal_process_name_t name;
+    opal_proc_t *proc;
+    if (peer >= orte_process_info.num_procs) {
+        return MPIV_ERR_INVALID_ARG;
+    }
+    name.jobid = OMPI_PROC_MY_NAME->jobid;
+    name.vpid = peer;
+    /* As ob1 does for a fragment from a process it has not met: the proc (made now if
+     * needed, with its locality), then its address from the modex. */
+    proc = ompi_proc_for_name(name);
+    if (NULL == proc) {
+        return MPIV_ERR_NOMEM;
+    }
+    return OMPI_SUCCESS == connect_proc((ompi_proc_t *) proc) ? MPIV_OK : MPIV_ERR_SYSTEM;
 }
 
 int mca_pml_mpiv_add_procs(struct ompi_proc_t **procs, size_t nprocs)

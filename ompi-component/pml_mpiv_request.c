@@ -211,11 +211,24 @@ void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *st)
 void mca_pml_mpiv_fault(uint32_t peer, const char *what)
 {
     if (MPIV_P2P_PEER_UNKNOWN == peer) {
-        opal_output(0, "pml mpiv: invalid data in shared memory, from a process that cannot "
-                       "be named: %s; aborting the job", what);
+        opal_output(0, "pml mpiv: invalid data from a process that cannot be named: %s; "
+                       "aborting the job", what);
     } else {
-        opal_output(0, "pml mpiv: process %u (rank %u of MPI_COMM_WORLD) wrote invalid data "
-                       "into shared memory: %s; aborting the job", peer, peer, what);
+        unsigned via = MPIV_P2P_TRANSPORT_SHM;
+        (void) mpiv_p2p_peer_transport(mca_pml_mpiv.engine, peer, &via);
+        if (MPIV_P2P_TRANSPORT_UCX == via &&
+            ompi_mpi_state >= OMPI_MPI_STATE_FINALIZE_STARTED) {
+            /* Past MPI_Finalize's fence a peer may be gone already (its connections
+             * close as it exits): no communication is left that could depend on it. */
+            opal_output_verbose(1, mca_pml_mpiv.output,
+                                "pml mpiv: process %u over UCX during MPI_Finalize: %s "
+                                "(ignored: no communication is left)", peer, what);
+            return;
+        }
+        opal_output(0, "pml mpiv: process %u (rank %u of MPI_COMM_WORLD) %s: %s; aborting the job",
+                    peer, peer,
+                    MPIV_P2P_TRANSPORT_UCX == via ? "over UCX" : "wrote invalid data into shared memory",
+                    what);
     }
     ompi_mpi_abort(&ompi_mpi_comm_world.comm, 1);
 }

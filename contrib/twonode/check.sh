@@ -8,8 +8,8 @@
 #      `--mca pml ob1 --mca btl self,vader,tcp` must pass.
 #   3. mpiv across the nodes: the same programs under `--mca pml mpiv,ob1` with
 #      `pml_mpiv_verbose 2` must pass, and each run's output must show what mpiv does with
-#      a job spanning nodes (today: it declines it, and ob1 runs the job; see
-#      check_mpiv_multinode, the one place that expectation lives).
+#      a job spanning nodes (mpiv runs it, over UCX between the nodes and shared memory
+#      within each; see check_mpiv_multinode, the one place that expectation lives).
 #
 # The programs and their process counts: p2p_sizes, wildcards, collectives, probe at np 4;
 # mt_stress at np 2 (it takes exactly 2; one rank per node); abort (MPI_Abort and SIGKILL at
@@ -20,7 +20,7 @@
 #
 # Environment as for test/mpi/run.sh (MPIV_TEST_TOP_BUILDDIR, MPIV_TEST_MPIRUN, ...), and
 #   MPIV_TWONODE_TIMEOUT  seconds before one run counts as hung (default 120)
-#   MPIV_TWONODE_EXPECT   what mpiv does with a multi-node job: declines (default) or ucx
+#   MPIV_TWONODE_EXPECT   what mpiv does with a multi-node job: ucx (default) or declines
 # Exits 77 (automake: SKIP) when this machine does not allow the set-up (not root, no
 # network namespaces), with the reason.
 set -euo pipefail
@@ -41,14 +41,12 @@ read -r node_a node_b <<<"$MPIV_TWONODE_HOSTS"
 iface=$MPIV_TWONODE_IFACE
 net_prefix=${MPIV_TWONODE_NET%.0/*}. # 10.77.0.
 
-# TODO(#20): the expectation for mpiv on a job spanning nodes. Today mpiv has only the
-# shared-memory transport and declines such a job (every rank says why at verbose level 1),
-# so `--mca pml mpiv,ob1` runs it on ob1. When the UCX transport lands, change the default to
-# `ucx`: every rank must then select mpiv and reach its peers on the other node over UCX;
-# `ucx_peer_pattern` must match mpiv's verbose-2 line for such a peer (shared-memory peers
-# say "pml mpiv: peer NAME: shared memory, ..."), to be checked against the transport's
-# actual message.
-mpiv_multinode=${MPIV_TWONODE_EXPECT:-declines}
+# The expectation for mpiv on a job spanning nodes: with the UCX transport (the default
+# pml_mpiv_transports shm,ucx) every rank selects mpiv and reaches its peers on the other
+# node over UCX and those on its own node over shared memory (checked from the verbose-2
+# lines); `declines` is what a build without UCX does (every rank says why at verbose level
+# 1, and `--mca pml mpiv,ob1` runs the job on ob1).
+mpiv_multinode=${MPIV_TWONODE_EXPECT:-ucx}
 decline_message="pml mpiv: declining: the job spans several nodes"
 ucx_peer_pattern="pml mpiv: peer .*: .*UCX"
 
@@ -80,11 +78,30 @@ check_mpiv_multinode() {
             echo "mpiv declined: $(grep -m1 'pml mpiv: declining' "$log")"
             return 1
         fi
-        if ! grep -q "$ucx_peer_pattern" "$log"; then
+        # Ranks go round robin over the two nodes (even ranks on node A): each peer line
+        # "[HOST:pid] pml mpiv: peer [[job,1],RANK]: ..." must name a peer on the other
+        # node when it says UCX, and on its own node when it says shared memory. Peers
+        # are connected on first use, so not every pair has a line.
+        local wrong ucx
+        wrong=$(grep -E "pml mpiv: peer \[\[[0-9]+,[0-9]+\],[0-9]+\]: " "$log" |
+            awk -v a="$node_a" '{
+                host = $1; sub(/^\[/, "", host); sub(/:.*/, "", host)
+                if (!match($0, /\],[0-9]+\]: /)) next
+                peer = substr($0, RSTART + 2, RLENGTH - 5)
+                same = ((peer % 2 == 0) == (host == a))
+                ucx = ($0 ~ /UCX/)
+                if (ucx == same) print
+            }')
+        if [ -n "$wrong" ]; then
+            echo "a peer on the wrong transport: $wrong"
+            return 1
+        fi
+        ucx=$(grep -c "$ucx_peer_pattern" "$log" || true)
+        if [ "$ucx" -eq 0 ]; then
             echo "no peer reached over UCX ('$ucx_peer_pattern')"
             return 1
         fi
-        echo "$n x selected; $(grep -m1 -o "$ucx_peer_pattern" "$log")"
+        echo "$n x selected, $ucx peers over UCX; $(grep -m1 -o "$ucx_peer_pattern" "$log")"
         ;;
     *)
         echo "MPIV_TWONODE_EXPECT must be declines or ucx, not '$mpiv_multinode'"

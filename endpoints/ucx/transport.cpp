@@ -77,6 +77,7 @@ op_slot *state::take_slot(worker &wk) noexcept
     op_slot *s = wk.free_slots;
     wk.free_slots = s->next_free;
     s->busy = true;
+    s->pair = nullptr;
     return s;
 }
 
@@ -99,6 +100,9 @@ void state::send_done(void *request, ucs_status_t s, void *user_data) noexcept
         ucp_rkey_destroy(slot->rkey);
     }
     --wk.inflight;
+    if (slot->pair != nullptr) {
+        --slot->pair->inflight;
+    }
     completion *done = slot->done;
     st->put_slot(wk, slot);
     status r = status::ok;
@@ -488,6 +492,9 @@ transport::~transport()
                 }
                 slot->busy = false;
                 --wk.inflight;
+    if (slot->pair != nullptr) {
+        --slot->pair->inflight;
+    }
                 if (done != nullptr) {
                     done->fn(done, status::system);
                 }
@@ -628,13 +635,13 @@ status transport::send(std::uint32_t w, std::uint32_t pi, std::uint32_t to_worke
         return status::invalid_arg;
     }
     worker &wk = st.workers[w];
-    if (wk.inflight >= st.p.max_inflight) {
-        return status::retry_nomem;
-    }
     detail::ep_entry *e = nullptr;
     status r = st.get_ep(wk, pi, to_worker, e, "send");
     if (r != status::ok) {
         return r;
+    }
+    if (e->inflight >= st.p.max_inflight) {
+        return status::retry_nomem;
     }
     detail::op_slot *slot = st.take_slot(wk);
     if (slot == nullptr) {
@@ -681,7 +688,23 @@ status transport::send(std::uint32_t w, std::uint32_t pi, std::uint32_t to_worke
     }
     ++e->next_seq;
     ++wk.inflight;
+    ++e->inflight;
+    slot->pair = e;
     return status::inprogress;
+}
+
+bool transport::has_room(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker) const noexcept
+{
+    const worker &wk = st_->workers[w];
+    if (peer >= wk.tx.size() || to_worker >= wk.tx[peer].size()) {
+        return true; // no operation on that pair yet
+    }
+    return wk.tx[peer][to_worker].inflight < st_->p.max_inflight;
+}
+
+std::uint32_t transport::peer_workers(std::uint32_t peer) const noexcept
+{
+    return st_->peers[peer].workers;
 }
 
 int transport::poll(std::uint32_t w) noexcept

@@ -32,10 +32,11 @@
 //   and k_max_held_bytes per receiving worker; past either bound the sender is treated as
 //   faulty (on_peer_failure, its held messages dropped) rather than growing without limit.
 //   The counters (stats()) tell how often UCX actually delivered out of order.
-// - Back-pressure. UCX sends never report it (they queue inside UCX), so each worker
-//   counts its operations not yet completed by UCX (sends and gets) and refuses a new one
-//   with status::retry_nomem at params.max_inflight; nothing is sent then and no sequence
-//   number is used.
+// - Back-pressure. UCX sends never report it (they queue inside UCX), so each pair
+//   (worker -> remote worker) counts its operations not yet completed by UCX (sends and
+//   gets) and refuses a new one with status::retry_nomem at params.max_inflight; nothing
+//   is sent then and no sequence number is used. Per pair: a receiver that does not drain
+//   holds back only the traffic to itself.
 // - Large transfers. The owner of the bytes expose()s them (ucp_mem_map + ucp_rkey_pack)
 //   and puts the key (at most k_max_key bytes) on the wire; the receiver get()s them and
 //   tells the owner (its own FIN message) that it may withdraw(). The key carries the
@@ -99,7 +100,9 @@ struct params {
     std::uint32_t self = 0;         ///< this process's peer index (< num_peers)
     std::uint32_t num_peers = 0;    ///< number of processes (>= 1)
     std::uint32_t workers = 0;      ///< W: ucp_workers (1..k_max_workers)
-    std::uint32_t max_inflight = 0; ///< per worker: operations not yet completed by UCX (>= 1)
+    /// per pair (worker -> remote worker): operations not yet completed by UCX (>= 1), so
+    /// one slow receiver holds back only the traffic to itself
+    std::uint32_t max_inflight = 0;
     void *ctx = nullptr;            ///< passed to the callbacks
     /// An arrived message, called inside poll(worker) on the polling thread, in send
     /// order for each (peer, from_worker) -> worker pair. header and payload are readable
@@ -199,6 +202,13 @@ class transport {
     /// Progress worker w: UCX callbacks, deliveries, completions. Returns the number of
     /// events (UCX progress count + deliveries). Must not be called from a callback.
     int poll(std::uint32_t w) noexcept;
+    /// Whether send() or get() on worker w to (peer, to_worker) would start now rather than
+    /// say retry_nomem (fewer than max_inflight operations in flight on that pair).
+    /// @context holds w's lock.
+    bool has_room(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker) const noexcept;
+    /// The number of workers of connected @p peer (from its address). Any thread, after
+    /// connect() returned ok.
+    std::uint32_t peer_workers(std::uint32_t peer) const noexcept;
 
     /// Sleeping: wait on event_fd(w) after arm(w) returned ok. arm(): ok, busy (events are
     /// pending: poll first; UCX's UCS_ERR_BUSY; not a retry-class status because the

@@ -58,6 +58,7 @@ struct ep_ctx {
 struct ep_entry {
     ucp_ep_h ep = nullptr;
     std::uint32_t next_seq = 0; // sequence number of the next message on this pair
+    std::size_t inflight = 0;   // its operations not yet completed by UCX (max_inflight)
     bool failed = false;        // UCX reported an error; never used again
     bool fail_logged = false;
     std::unique_ptr<ep_ctx> ctx;
@@ -81,6 +82,7 @@ struct op_slot {
     state *st = nullptr;
     std::uint32_t w = 0;
     completion *done = nullptr;
+    ep_entry *pair = nullptr;  // whose inflight count the operation holds
     ucp_rkey_h rkey = nullptr; // get: destroyed at completion
     std::unique_ptr<unsigned char[]> big; // a header longer than k_slot_inline
     std::size_t big_len = 0;

@@ -159,13 +159,13 @@ status transport::get(std::uint32_t w, std::uint32_t pi, std::uint32_t from_work
         return status::ok;
     }
     detail::worker &wk = st.workers[w];
-    if (wk.inflight >= st.p.max_inflight) {
-        return status::retry_nomem;
-    }
     detail::ep_entry *e = nullptr;
     status r = st.get_ep(wk, pi, from_worker, e, "get");
     if (r != status::ok) {
         return r;
+    }
+    if (e->inflight >= st.p.max_inflight) {
+        return status::retry_nomem;
     }
     ucp_rkey_h rkey = nullptr;
     ucs_status_t s =
@@ -193,6 +193,8 @@ status transport::get(std::uint32_t w, std::uint32_t pi, std::uint32_t from_work
                               : detail::ucs_error("get", "ucp_get_nbx", UCS_PTR_STATUS(req));
     }
     ++wk.inflight;
+    ++e->inflight;
+    slot->pair = e;
     return status::inprogress;
 }
 

@@ -72,6 +72,14 @@ typedef void (*mpiv_p2p_complete_fn)(void *user, const mpiv_p2p_status_t *status
 typedef void (*mpiv_p2p_fault_fn)(uint32_t peer, const char *what);
 #define MPIV_P2P_PEER_UNKNOWN UINT32_MAX
 
+/** Connect callback: a message came over the network (UCX) from @p peer, which this engine
+ *  has not been given an address for yet (an embedder may connect peers on first use):
+ *  the callback connects it (mpiv_p2p_connect_peer) and returns MPIV_OK, or returns an
+ *  error and the message counts as a fault. Called from inside progress, possibly by
+ *  several threads for one peer (a connect of a connected peer is no error to the
+ *  engine); it must not wait for anything but the embedder's own short locks. */
+typedef int (*mpiv_p2p_connect_fn)(uint32_t peer);
+
 /** Progress mode of the engine. */
 typedef enum mpiv_p2p_progress_mode {
     MPIV_P2P_PROGRESS_INLINE = 0, /**< waiting threads and opal_progress drive it */
@@ -123,7 +131,20 @@ typedef struct mpiv_p2p_params {
                                    than PUs, where a spinner holds the PU its peer needs
                                    and a sleeper costs a wake-up per message) */
     mpiv_p2p_single_copy_t single_copy; /**< see mpiv_p2p_single_copy_t */
+    unsigned transports;      /**< MPIV_P2P_TRANSPORT_* bits: the transports the engine may
+                                   use (SHM for peers on this node; UCX for the others, and
+                                   for every peer without SHM) */
+    mpiv_p2p_connect_fn connect; /**< connects a peer whose first message arrived before
+                                      its address was given (NULL: such a message is a
+                                      fault) */
 } mpiv_p2p_params_t;
+
+/** Bits of mpiv_p2p_params_t::transports. */
+#define MPIV_P2P_TRANSPORT_SHM 1u
+#define MPIV_P2P_TRANSPORT_UCX 2u
+
+/** Whether this build has the UCX transport (1) or not (0). */
+MPIV_API int mpiv_p2p_have_ucx(void);
 
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
@@ -152,6 +173,19 @@ MPIV_API mpiv_status_t mpiv_p2p_address(mpiv_p2p_t *engine, const void **addr_p,
  *  MPIV_ERR_SYSTEM when the segment cannot be mapped, or when single_copy is CMA and the
  *  peer denies it (logged). */
 MPIV_API mpiv_status_t mpiv_p2p_connect(mpiv_p2p_t *engine, uint32_t peer, const void *addr, size_t len);
+
+/** mpiv_p2p_connect() for a peer that may be on another node (@p same_node 0): it is
+ *  reached over shared memory when it is on this node and SHM is among the transports,
+ *  else over UCX.
+ *  @return as mpiv_p2p_connect(); MPIV_ERR_SYSTEM when no transport of this engine reaches
+ *  the peer (logged). */
+MPIV_API mpiv_status_t mpiv_p2p_connect_peer(mpiv_p2p_t *engine, uint32_t peer, const void *addr,
+                                             size_t len, int same_node);
+
+/** The transport that carries @p peer's traffic (MPIV_P2P_TRANSPORT_SHM or _UCX), written
+ *  to *transport_p. @return MPIV_OK; MPIV_ERR_INVALID_ARG for a peer not connected. */
+MPIV_API mpiv_status_t mpiv_p2p_peer_transport(mpiv_p2p_t *engine, uint32_t peer,
+                                               unsigned *transport_p);
 
 /** How rendezvous messages from connected peer @p peer arrive: *single_copy_p = 1 when
  *  this process reads them with process_vm_readv (or the peer is this process), 0 when

@@ -4,7 +4,7 @@
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
 EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh \
-	%reldir%/rogue.sh %reldir%/single_copy.sh %reldir%/stats.sh
+	%reldir%/rogue.sh %reldir%/single_copy.sh %reldir%/stats.sh %reldir%/ucx.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -273,7 +273,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_kill-np2.sh
 
 %canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh \
-	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh %reldir%/stats-np2.sh
+	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh %reldir%/stats-np2.sh %reldir%/ucx-np2.sh
 TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 

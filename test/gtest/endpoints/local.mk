@@ -53,8 +53,13 @@ TESTS += %reldir%/test_endpoints
 
 noinst_HEADERS += %reldir%/ucx_fixture.hpp
 if HAVE_UCX
-check_PROGRAMS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input
-TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input
+check_PROGRAMS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
+	%reldir%/test_engine_ucx
+TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
+	%reldir%/test_engine_ucx
+%canon_reldir%_test_engine_ucx_SOURCES = %reldir%/test_engine_ucx.cc
+%canon_reldir%_test_engine_ucx_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
+%canon_reldir%_test_engine_ucx_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
 %canon_reldir%_test_ucx_transport_SOURCES = %reldir%/test_ucx_transport.cc
 %canon_reldir%_test_ucx_transport_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
 %canon_reldir%_test_ucx_transport_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)

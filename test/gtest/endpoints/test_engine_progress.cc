@@ -588,8 +588,13 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
     }
 }
 
-// The address layout that connect() parses (shm::transport::address_t).
+// The address layout that connect() parses: the engine's header (engine_ucx.cpp), then
+// the shared-memory transport's address (shm::transport::address_t); no UCX part.
 struct address_mirror {
+    std::uint32_t magic;
+    std::uint32_t shm_len;
+    std::uint32_t ucx_len;
+    std::uint32_t reserved;
     std::uint32_t version;
     std::uint32_t pid;
     std::int32_t fd;
@@ -628,6 +633,10 @@ TEST_F(engine_test, connect_rejects_malformed_addresses)
         edit(m);
         return a->connect(1, &m, sizeof m);
     };
+    EXPECT_EQ(try_with([](address_mirror &m) { m.magic ^= 1; }), status::invalid_arg);
+    EXPECT_EQ(try_with([](address_mirror &m) { m.shm_len += 8; }), status::invalid_arg)
+        << "parts longer than the address";
+    EXPECT_EQ(try_with([](address_mirror &m) { m.ucx_len = 1; }), status::invalid_arg);
     EXPECT_EQ(try_with([](address_mirror &m) { m.version = 99; }), status::invalid_arg);
     EXPECT_EQ(try_with([](address_mirror &m) { m.fd = -1; }), status::invalid_arg);
     EXPECT_EQ(try_with([](address_mirror &m) { m.pid = 0; }), status::invalid_arg);
