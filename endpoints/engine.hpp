@@ -143,6 +143,9 @@ constexpr std::uint8_t k_wire_unordered = 4;
 // rts: the sender is still writing the bytes; u.ref.spare is the address of its count of
 // bytes written (mpiv_p2p_isend_streamed)
 constexpr std::uint8_t k_wire_streamed = 8;
+// rts over UCX (a contiguous buffer): the sender exposed its buffer; the key, inline_bytes
+// long, follows the header, and u.ref.spare is the sender's UCX worker that serves the read.
+constexpr std::uint8_t k_wire_key = 16;
 
 /// The payload of one queue slot.
 struct wire {
@@ -204,6 +207,8 @@ struct send_op {
     const void *buf;
     comm_state *seq_comm;    // draw w.seq from this communicator at the push; or null
     void *packet;            // eager packet acquired for this send, not yet pushed
+    void *exposure;          // UCX: buf exposed for the receiver's read (ucx::exposure),
+                             // withdrawn at its FIN or CTS
     wire w;                  // prepared header
     // Two copies (after a CTS; only the drainer of the peer's outbound list touches these):
     std::uint64_t pull_token;  // the receiver's token, echoed in each FRAG
@@ -495,6 +500,19 @@ class engine {
                                std::size_t payload_len) noexcept;
     static void on_ucx_failure(void *ctx, std::uint32_t peer, const char *reason) noexcept;
 #if MPIV_HAVE_UCX
+    // Zero-copy rendezvous over UCX: the sender exposes a contiguous buffer and sends its
+    // key with the RTS (k_wire_key); the receiver that can take the bytes into a buffer
+    // reads them (start_get) and sends the FIN when the read completes; otherwise it
+    // answers with a CTS (two copies) and the sender withdraws the exposure.
+    void expose_ucx(send_op &op) noexcept;
+    void withdraw_ucx(send_op &op) noexcept;
+    bool start_get(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st,
+                   bool &done) noexcept;
+    struct get_state;
+    static void ucx_got(ucx::completion *c, status s) noexcept;
+    // Lock worker @p w for a call from this thread (see send_ucx); false: not now. Sets
+    // @p held when the thread already holds it (inside its poll): then nothing to unlock.
+    bool lock_worker(std::uint32_t w, bool &held) noexcept;
     // Sends UCX took but has not finished (the endpoint still wiring up, the socket
     // full): the flusher thread polls the workers while any is left, so a process that
     // returns from MPI (its sends complete once UCX has them) does not hold back the

@@ -242,6 +242,17 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         }
         break;
     case wire_kind::rts:
+#if MPIV_HAVE_UCX
+        if ((w.flags & k_wire_key) != 0) {
+            // Over UCX, zero copy: read the sender's buffer (or, when this receive cannot,
+            // fall through to the two copies, whose CTS makes the sender withdraw it).
+            bool done = false;
+            if (start_get(m, to, user, st, done)) {
+                free_inmsg(&m);
+                return done;
+            }
+        }
+#endif
         if (w.from != params_.self && !shm_.at(w.from).cma) {
             // This process cannot read the sender: it copies the bytes through shared
             // memory (engine_copy.cpp).
@@ -436,6 +447,9 @@ void engine::handle_control(const wire &w) noexcept
         fault(w.from, what);
         return;
     }
+#if MPIV_HAVE_UCX
+    withdraw_ucx(*op); // (a FIN after a zero-copy read)
+#endif
     mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
     params_.complete(op->user, &st);
 }
@@ -492,6 +506,16 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
         std::snprintf(what, sizeof what, "a gather list of %llu ranges for %llu bytes",
                       static_cast<unsigned long long>(w.u.ref.spare),
                       static_cast<unsigned long long>(w.size));
+        fault(w.from, what);
+        return false;
+    }
+    if ((w.flags & k_wire_key) != 0 &&
+        (!peers_[w.from].ucx || (w.flags & (k_wire_gather | k_wire_streamed)) != 0 ||
+         w.inline_bytes == 0 || w.inline_bytes > more_bytes || w.inline_bytes > k_inline_more ||
+         w.u.ref.spare >= lanes(w.from))) {
+        std::snprintf(what, sizeof what,
+                      "a rendezvous key of %u bytes (%zu in the message) for UCX worker %llu",
+                      w.inline_bytes, more_bytes, static_cast<unsigned long long>(w.u.ref.spare));
         fault(w.from, what);
         return false;
     }
@@ -572,6 +596,8 @@ void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t q
     }
     if (w.kind == wire_kind::eager_inline && w.size > k_wire_inline) {
         std::memcpy(m->more, msg + sizeof w, w.size - k_wire_inline);
+    } else if (w.kind == wire_kind::rts && (w.flags & k_wire_key) != 0) {
+        std::memcpy(m->more, msg + sizeof w, w.inline_bytes); // the sender's key
     }
     // Acquire: pairs with the release store in comm_create(). seq_cst: Dekker with
     // comm_destroy() (see there).

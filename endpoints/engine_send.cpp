@@ -105,6 +105,19 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         more = static_cast<const unsigned char *>(op.buf) + k_wire_inline;
         more_bytes = op.w.inline_bytes - k_wire_inline;
     }
+#if MPIV_HAVE_UCX
+    if (op.w.kind == wire_kind::rts && peers_[op.peer].ucx) {
+        // Zero copy where it can: the receiver reads the exposed buffer (engine_ucx.cpp).
+        if (op.exposure == nullptr) {
+            expose_ucx(op);
+        }
+        if (op.exposure != nullptr) {
+            const auto *e = static_cast<const ucx::exposure *>(op.exposure);
+            more = e->key();
+            more_bytes = e->key_len();
+        }
+    }
+#endif
     const std::uint64_t size = op.w.size; // (op may complete once pushed)
     const wire_kind kind = op.w.kind;
     const std::uint8_t flags = op.w.flags;
@@ -280,6 +293,7 @@ inline void engine::init_send(comm_state &comm, std::uint32_t peer, std::int32_t
     op.buf = nullptr;
     op.seq_comm = &comm;
     op.packet = nullptr;
+    op.exposure = nullptr;
     fill_wire(op.w, comm, self_rank, dest, tag, bytes, flags);
 }
 

@@ -215,22 +215,29 @@ int engine::poll_ucx(std::size_t q) noexcept
     return n;
 }
 
+bool engine::lock_worker(std::uint32_t w, bool &held) noexcept
+{
+    held = tl_ucx_polled == w;
+    if (held) {
+        return true;
+    }
+    // Inside another worker's poll, or holding an outbound list's lock (which a poller's
+    // callback may wait for), only try: no thread waits for a worker's lock while holding
+    // a lock that a holder of a worker's lock may wait for.
+    if (tl_ucx_polled != k_no_worker || detail::tl_out_locked) {
+        return ucx_->try_lock(w);
+    }
+    ucx_->lock(w);
+    return true;
+}
+
 bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std::size_t len,
                       const detail::finish_ref &finish) noexcept
 {
     const auto w = static_cast<std::uint32_t>(q % ucx_->workers());
-    const bool held = tl_ucx_polled == w;
-    if (!held) {
-        // Inside another worker's poll, or holding an outbound list's lock (which a
-        // poller's callback may wait for), only try: no thread waits for a worker's lock
-        // while holding a lock that a holder of a worker's lock may wait for.
-        if (tl_ucx_polled != k_no_worker || detail::tl_out_locked) {
-            if (!ucx_->try_lock(w)) {
-                return false;
-            }
-        } else {
-            ucx_->lock(w);
-        }
+    bool held = false;
+    if (!lock_worker(w, held)) {
+        return false;
     }
     bool sent = false;
     if (ucx_->has_room(w, peer, static_cast<std::uint32_t>(q))) {
@@ -307,6 +314,128 @@ void engine::on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
         return;
     }
     e->handle(static_cast<const unsigned char *>(header), header_len, worker);
+}
+
+void engine::expose_ucx(send_op &op) noexcept
+{
+    if ((op.w.flags & (k_wire_gather | k_wire_streamed)) != 0 || op.w.size == 0) {
+        return; // the bytes are not one buffer, or there are none: two copies
+    }
+    const auto w = static_cast<std::uint32_t>(my_endpoint() % ucx_->workers());
+    bool held = false;
+    if (!lock_worker(w, held)) {
+        return; // two copies rather than wait
+    }
+    ucx::exposure *e = nullptr;
+    const status s = ucx_->expose(w, op.buf, op.w.size, e);
+    if (!held) {
+        ucx_->unlock(w);
+    }
+    if (s != status::ok) {
+        return; // (said by the transport) two copies
+    }
+    if (e->key_len() > k_inline_more) {
+        ucx_->withdraw(e); // a key longer than a message can carry: two copies
+        return;
+    }
+    op.exposure = e;
+    op.w.flags |= k_wire_key;
+    op.w.inline_bytes = static_cast<std::uint16_t>(e->key_len());
+    op.w.u.ref.spare = w;
+}
+
+void engine::withdraw_ucx(send_op &op) noexcept
+{
+    if (op.exposure != nullptr) {
+        ucx_->withdraw(static_cast<ucx::exposure *>(op.exposure));
+        op.exposure = nullptr;
+    }
+}
+
+// A zero-copy read in flight: what its completion needs (the FIN, then the receive).
+struct engine::get_state : ucx::completion {
+    engine *e;
+    std::uint32_t peer;
+    std::uint64_t token; // the sender's, for the FIN
+    std::uint64_t n;
+    void *user;
+    mpiv_p2p_status_t st;
+};
+
+bool engine::start_get(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st,
+                       bool &done) noexcept
+{
+    const wire &w = m.w;
+    const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
+    if (to.sink != nullptr || n == 0) {
+        return false; // bytes for a sink, or none: the CTS path
+    }
+    auto *g = new (std::nothrow) get_state;
+    if (g == nullptr) {
+        return false;
+    }
+    g->fn = ucx_got;
+    g->e = this;
+    g->peer = w.from;
+    g->token = w.u.ref.token;
+    g->n = n;
+    g->user = user;
+    g->st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size),
+                              w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK};
+    const auto wk = static_cast<std::uint32_t>(my_endpoint() % ucx_->workers());
+    const auto from_worker = static_cast<std::uint32_t>(w.u.ref.spare);
+    bool held = false;
+    if (!lock_worker(wk, held)) {
+        delete g;
+        return false; // two copies rather than wait
+    }
+    status s = status::retry_nomem;
+    if (ucx_->has_room(wk, w.from, from_worker)) {
+        s = ucx_->get(wk, w.from, from_worker, m.more, w.inline_bytes, w.u.ref.where, to.buf, n,
+                      g);
+    }
+    if (!held) {
+        ucx_->unlock(wk);
+    }
+    if (is_retry(s)) {
+        delete g;
+        return false; // the pair is busy: two copies
+    }
+    base::stats::add(base::stats::counter::ucx_reads);
+    st = g->st;
+    if (s == status::inprogress) {
+        done = false; // ucx_got() sends the FIN and completes the receive
+        return true;
+    }
+    if (s != status::ok) {
+        // The key or its range was refused (said by the transport): the message is lost.
+        delete g;
+        fault(w.from, "a rendezvous key that UCX refuses");
+        st.bytes = 0;
+        st.error = MPIV_ERR_INTERNAL;
+        done = true;
+        return true;
+    }
+    done = send_control(g->peer, wire_kind::fin, g->token, n, user, g->st, 0);
+    delete g;
+    return true;
+}
+
+void engine::ucx_got(ucx::completion *c, status s) noexcept
+{
+    auto *g = static_cast<get_state *>(c);
+    engine *const e = g->e;
+    if (s != status::ok) {
+        e->fault(g->peer, "a UCX read of its buffer failed");
+        g->st.bytes = 0;
+        g->st.error = MPIV_ERR_INTERNAL;
+    }
+    // The FIN lets the sender withdraw its buffer and complete; then the receive completes
+    // (now, or once the FIN is pushed).
+    if (e->send_control(g->peer, wire_kind::fin, g->token, g->n, g->user, g->st, 0)) {
+        e->params_.complete(g->user, &g->st);
+    }
+    delete g;
 }
 
 void engine::ucx_sent_later(ucx::completion *c, status) noexcept

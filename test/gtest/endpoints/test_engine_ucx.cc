@@ -1,10 +1,14 @@
 // The engine over the UCX transport (engine_ucx.cpp): two engines in one process with
 // transports = UCX only, so each reaches the other over UCX on TCP over the loopback
-// interface. Covered: every protocol's sizes in both directions; a peer whose first
+// interface. Covered: every protocol's sizes in both directions (rendezvous by zero-copy
+// reads, and in two copies when the receive cannot take a read, truncated or not); a peer
+// whose first
 // message arrives before this engine has its address (connected through the connect
 // callback, or reported as a fault without one); a send UCX could not finish at once goes
 // out while its sender makes no more calls (the flusher).
 #include "test/gtest/endpoints/engine_fixture.hpp"
+
+#include "base/stats.hpp"
 
 namespace mpiv::ep {
 struct engine_test_access {
@@ -145,6 +149,13 @@ TEST_F(engine_ucx, every_protocol_both_ways)
     EXPECT_EQ(peer_transport, MPIV_P2P_TRANSPORT_UCX);
     // Inline sizes, one past the inline limit, eager-sized (rendezvous over UCX), large.
     const std::size_t sizes[] = {0, 1, 100, 416, 417, 4096, 4097, 100000, 3 * k_mib + 5};
+    std::size_t rendezvous = 0;
+    for (const std::size_t n : sizes) {
+        rendezvous += n > 416 ? 2 : 0;
+    }
+    using mpiv::base::stats::counter;
+    const std::uint64_t reads = mpiv::base::stats::read(counter::ucx_reads);
+    const std::uint64_t pieces = mpiv::base::stats::read(counter::two_copy_pieces);
     std::uint32_t seed = 1;
     for (const std::size_t n : sizes) {
         for (int from = 0; from < 2; ++from) {
@@ -167,6 +178,62 @@ TEST_F(engine_ucx, every_protocol_both_ways)
             ++seed;
         }
     }
+    // Every rendezvous was one read of the sender's buffer, none in two copies.
+    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads) - reads, rendezvous);
+    EXPECT_EQ(mpiv::base::stats::read(counter::two_copy_pieces), pieces);
+    std::lock_guard<std::mutex> guard(g_cb.mu);
+    EXPECT_TRUE(g_cb.faults.empty());
+}
+
+// A receive into a sink (no buffer to read into) takes the rendezvous in two copies: the
+// sender, which exposed its buffer, withdraws it at the CTS and streams the pieces. A
+// truncating receive into a buffer reads only what fits.
+TEST_F(engine_ucx, rendezvous_without_a_read_and_truncated)
+{
+    start(false, k_both);
+    ASSERT_FALSE(HasFatalFailure());
+    using mpiv::base::stats::counter;
+    constexpr std::size_t n = 300000;
+    const std::vector<unsigned char> data = patterned(n, 11);
+    struct sink_state {
+        std::vector<unsigned char> got;
+    } sink;
+    const auto to_sink = [](void *ctx, std::size_t offset, const void *bytes, std::size_t len) {
+        auto &s = *static_cast<sink_state *>(ctx);
+        if (s.got.size() < offset + len) {
+            s.got.resize(offset + len);
+        }
+        std::memcpy(s.got.data() + offset, bytes, len);
+    };
+    const std::uint64_t reads = mpiv::base::stats::read(counter::ucx_reads);
+    const std::uint64_t pieces = mpiv::base::stats::read(counter::two_copy_pieces);
+    sop s;
+    send(0, 11, data.data(), n, s);
+    rop r;
+    ep::recv_target to;
+    to.capacity = n;
+    to.sink = to_sink;
+    to.ctx = &sink;
+    r.rc = eng_[1]->irecv(*comm_[1], 0, 11, to, &r.rec, r.op, r.st);
+    ASSERT_TRUE(until([&] { return done(s) && done(r); }));
+    EXPECT_EQ(result(r).bytes, n);
+    ASSERT_EQ(sink.got.size(), n);
+    EXPECT_TRUE(intact(sink.got.data(), n, 11));
+    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads), reads);
+    EXPECT_GT(mpiv::base::stats::read(counter::two_copy_pieces), pieces);
+
+    // Truncated: a read of the first half, the status says so, nothing past it is written.
+    std::vector<unsigned char> half(n / 2 + 16, k_guard);
+    sop s2;
+    send(0, 12, data.data(), n, s2);
+    rop r2;
+    recv(1, 12, half.data(), n / 2, r2);
+    ASSERT_TRUE(until([&] { return done(s2) && done(r2); }));
+    EXPECT_EQ(result(r2).error, MPIV_ERR_TRUNCATE);
+    EXPECT_EQ(result(r2).bytes, n / 2);
+    EXPECT_TRUE(intact(half.data(), n / 2, 11));
+    EXPECT_TRUE(guard_intact(half, n / 2));
+    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads), reads + 1);
     std::lock_guard<std::mutex> guard(g_cb.mu);
     EXPECT_TRUE(g_cb.faults.empty());
 }
