@@ -10,6 +10,8 @@
 #      `pml_mpiv_verbose 2` must pass, and each run's output must show what mpiv does with
 #      a job spanning nodes (mpiv runs it, over UCX between the nodes and shared memory
 #      within each; see check_mpiv_multinode, the one place that expectation lives).
+#   4. No usable UCX (UCX_TLS naming no transport): every rank declines with its reason
+#      and ob1 runs the job.
 #
 # The programs and their process counts: p2p_sizes, wildcards, collectives, probe at np 4;
 # mt_stress at np 2 (it takes exactly 2; one rank per node); abort (MPI_Abort and SIGKILL at
@@ -230,5 +232,19 @@ for test in "${abort_tests[@]}"; do
         echo "PASS mpiv,ob1 across nodes ($mpiv_multinode): abort $test ($why)"
     fi
 done
+# ---------------------------------------------------------------- 4. UCX unusable
+# With no usable UCX transport (UCX_TLS names none) mpiv cannot reach the other node: every
+# rank declines with its reason, and ob1 runs the job.
+if [ "$mpiv_multinode" = ucx ]; then
+    unusable="pml mpiv: declining: .*UCX transport cannot start"
+    if ! run_test mpiv,ob1 "$mpiv_args -x UCX_TLS=nosuchtransport" p2p_sizes 4; then
+        fail "mpiv,ob1 across nodes without a usable UCX: p2p_sizes 4"
+    elif [ "$(grep -c "$unusable" "$log" || true)" -lt 4 ] ||
+        grep -q "pml mpiv: selected candidate" "$log"; then
+        fail "mpiv,ob1 across nodes without a usable UCX: expected 4 x '$unusable' and ob1"
+    else
+        echo "PASS mpiv,ob1 across nodes without a usable UCX: 4 x declined, ob1 ran p2p_sizes"
+    fi
+fi
 echo "two-node tests: $([ $status -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s"
 exit $status
