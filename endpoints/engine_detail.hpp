@@ -23,17 +23,22 @@ namespace mpiv::ep {
 
 namespace detail {
 
-// Drains of inbound queues the calling thread is inside (see engine::reap()); defined in
-// engine_recv.cpp. initial-exec, as in sched/worker.hpp: no __tls_get_addr call on the
-// data path of a library Open MPI loads with dlopen.
-extern thread_local int tl_draining __attribute__((tls_model("initial-exec")));
+// Thread-local state of the engine's files, defined here (inline, constant-initialized):
+// a file that only declared an extern thread_local would reach it through a TLS wrapper
+// call, whose null check GCC's UBSan miscompiles (a false "load of null pointer").
+// initial-exec, as in sched/worker.hpp: no __tls_get_addr call on the data path of a
+// library Open MPI loads with dlopen.
+//
+// Drains of inbound queues the calling thread is inside (see engine::reap()).
+inline thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
 // The inbound queue whose drain the calling thread is inside (its consumer lock is held),
-// or null; defined in engine_recv.cpp.
-extern thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec")));
+// or null.
+inline thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 // Set while the calling thread holds a peer's outbound-list lock (engine::drain_peer()):
 // a UCX push from there only tries the worker's lock, as a poller holding that lock may
-// wait for the list's (engine::send_ucx()); defined in engine_send.cpp.
-extern thread_local bool tl_out_locked __attribute__((tls_model("initial-exec")));
+// wait for the list's (engine::send_ucx()).
+inline thread_local bool tl_out_locked __attribute__((tls_model("initial-exec"))) = false;
 
 // ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
 // one slot through two mappings at different addresses (two engines of one process in

@@ -18,11 +18,6 @@
 
 namespace mpiv::ep {
 
-namespace detail {
-thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
-thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) = nullptr;
-} // namespace detail
-
 namespace {
 
 constexpr int k_drain_batch = 64; // messages per queue per progress() call

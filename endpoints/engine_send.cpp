@@ -11,10 +11,6 @@
 
 namespace mpiv::ep {
 
-namespace detail {
-thread_local bool tl_out_locked __attribute__((tls_model("initial-exec"))) = false;
-} // namespace detail
-
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
                          const void *more, std::size_t more_bytes) noexcept
 {
