@@ -28,5 +28,5 @@ if [ "$pvars" -ne 33 ]; then
     echo "FAIL ompi_info --all: $pvars pml_mpiv performance variables with help text, not 33" >&2
     status=1
 fi
-[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv, its 15 parameters and 32 performance variables with help text"
+[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv, its 15 parameters and $pvars performance variables with help text"
 exit $status
