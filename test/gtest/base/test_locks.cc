@@ -49,10 +49,14 @@ struct hmcs_lock_test_access {
     }
     /// Owner only: did it take the slow path (queue at its leaf)?
     static bool owner_queued_at_leaf(const hmcs_lock &l) { return l.holder_.level != l.root_; }
-    /// Owner only: has a thread queued behind the owner at its leaf?
+    /// Owner only: has a thread queued behind the owner at its leaf, and linked itself (a
+    /// release within the threshold passes to a successor only once its link is seen; a
+    /// successor that has swapped the tail but not linked yet gets the lock after the
+    /// parent levels are released, which made cohort_passing_follows_threshold flaky).
     static bool leaf_waiter(const hmcs_lock &l)
     {
-        return !detail::mcs_alone(l.holder_.level->tail_, l.holder_.node);
+        // Acquire: pairs with the successor's release store of the link (mcs_enqueue).
+        return l.holder_.node->next_.load(std::memory_order_acquire) != nullptr;
     }
     /// Owner only: has a thread queued at the root behind the owner's cohort? (2 levels)
     static bool root_waiter(const hmcs_lock &l)
