@@ -62,8 +62,8 @@ namespace mpiv::base::stats {
     X(cma_reads, "reads", "Rendezvous reads of another process's memory (process_vm_readv)")   \
     X(two_copy_pieces, "pieces", "Pieces of rendezvous messages copied through shared memory "  \
                                  "(where process_vm_readv is denied), sent")                    \
-    X(ucx_reads, "reads", "Rendezvous reads of another process's buffer over UCX (zero copy: "  \
-                          "the sender's registered buffer read into the receive buffer)")       \
+    X(ucx_rndv, "messages", "Messages received over UCX whose bytes came by UCX's rendezvous "  \
+                            "(straight into the receive buffer where it is one buffer)")       \
     X(waits_slept, "waits", "Waits of threads that went to sleep (futex) before completing")    \
     X(ult_switches, "switches", "Context switches between ULTs and their worker's scheduler")  \
     X(ult_wakeups, "wake-ups", "ULTs made runnable again after blocking")                       \

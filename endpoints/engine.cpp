@@ -204,6 +204,11 @@ engine::~engine()
     for (auto &c : kept_) {
         free_messages(*c);
     }
+#if MPIV_HAVE_UCX
+    free_deferred();
+    // Now, while every member lives: its teardown completes what UCX has not.
+    ucx_.reset();
+#endif
 }
 
 status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p) const noexcept

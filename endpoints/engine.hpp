@@ -143,9 +143,9 @@ constexpr std::uint8_t k_wire_unordered = 4;
 // rts: the sender is still writing the bytes; u.ref.spare is the address of its count of
 // bytes written (mpiv_p2p_isend_streamed)
 constexpr std::uint8_t k_wire_streamed = 8;
-// rts over UCX (a contiguous buffer): the sender exposed its buffer; the key, inline_bytes
-// long, follows the header, and u.ref.spare is the sender's UCX worker that serves the read.
-constexpr std::uint8_t k_wire_key = 16;
+// rts over UCX (a contiguous buffer): the bytes come as the UCX bulk payload of this
+// message (ucx::transport::send_bulk); no FIN: the send completes when UCX says so.
+constexpr std::uint8_t k_wire_bulk = 16;
 
 /// The payload of one queue slot.
 struct wire {
@@ -186,7 +186,11 @@ struct inmsg : match::msg_node {
     wire w;               // as received (data holds inline payload)
     const void *packet;   // eager_packet: the payload in the sender's segment
     inmsg *next_pending;  // pending list of an unknown context id
-    unsigned char more[k_inline_more]; // inline payload past the header's k_wire_inline
+    void *bulk;           // k_wire_bulk: the UCX bulk handle of its bytes (ucx::bulk)
+    std::uint32_t lane;   // k_wire_bulk: the UCX worker it came through
+    // inline payload past the header's k_wire_inline; k_wire_bulk: the receive's state
+    // once matched (engine_ucx.cpp)
+    alignas(8) unsigned char more[k_inline_more];
 };
 
 struct comm_state;
@@ -207,8 +211,6 @@ struct send_op {
     const void *buf;
     comm_state *seq_comm;    // draw w.seq from this communicator at the push; or null
     void *packet;            // eager packet acquired for this send, not yet pushed
-    void *exposure;          // UCX: buf exposed for the receiver's read (ucx::exposure),
-                             // withdrawn at its FIN or CTS
     wire w;                  // prepared header
     // Two copies (after a CTS; only the drainer of the peer's outbound list touches these):
     std::uint64_t pull_token;  // the receiver's token, echoed in each FRAG
@@ -487,35 +489,50 @@ class engine {
     // it makes.
     status init_ucx() noexcept;
     // Send @p len bytes (finished by @p finish once the send is sure to start) to lane
-    // @p q of UCX peer @p peer; false: no room now (nothing sent).
+    // @p q of UCX peer @p peer, with @p bulk's payload when set; false: no room now
+    // (nothing sent).
     bool send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std::size_t len,
-                  const detail::finish_ref &finish) noexcept;
+                  const detail::finish_ref &finish, const void *bulk = nullptr) noexcept;
     int poll_ucx(std::size_t q) noexcept;
     // Inbound lanes of @p peer: its queues, or its UCX workers.
     std::size_t lanes(std::uint32_t peer) const noexcept;
     bool stream_out_ucx(std::uint32_t peer, send_op &op, int &events) noexcept;
+#if MPIV_HAVE_UCX
     static void on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
                                std::uint32_t from_worker, const void *header,
                                std::size_t header_len, const void *payload,
-                               std::size_t payload_len) noexcept;
+                               std::size_t payload_len, ucx::bulk *b) noexcept;
     static void on_ucx_failure(void *ctx, std::uint32_t peer, const char *reason) noexcept;
-#if MPIV_HAVE_UCX
-    // Zero-copy rendezvous over UCX: the sender exposes a contiguous buffer and sends its
-    // key with the RTS (k_wire_key); the receiver that can take the bytes into a buffer
-    // reads them (start_get) and sends the FIN when the read completes; otherwise it
-    // answers with a CTS (two copies) and the sender withdraws the exposure.
-    void expose_ucx(send_op &op) noexcept;
-    void withdraw_ucx(send_op &op) noexcept;
-    bool start_get(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st,
-                   bool &done) noexcept;
-    struct get_state;
-    static void ucx_got(ucx::completion *c, status s) noexcept;
+    // Bulk messages over UCX: a contiguous rendezvous send carries its bytes as the UCX
+    // bulk payload of its RTS (k_wire_bulk); UCX moves them (its rendezvous, zero copy
+    // where it can) once the receive takes them, on the worker they came through: at
+    // once when the match happens inside that worker's poll, otherwise from the next
+    // poll_ucx() of that worker (the deferred list). The send completes at UCX's
+    // completion (bulk_sent); the receive when UCX has written the bytes (ucx_took).
+    struct bulk_sent;
+    struct bulk_recv;
+    bulk_sent *new_bulk_sent(const send_op &op) noexcept;
+    static void delete_bulk_sent(bulk_sent *b) noexcept;
+    struct alignas(k_false_sharing) deferred_list {
+        std::mutex mu;
+        bulk_recv *head = nullptr, *tail = nullptr; // mu
+        // Relaxed hint read by poll_ucx() without the mutex; set and cleared under it.
+        std::atomic<bool> any{false};
+    };
+    bool take_bulk(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st) noexcept;
+    // Start bulk receive @p r (w's lock held); true: done now (completed by the caller).
+    bool start_bulk(bulk_recv &r) noexcept;
+    void run_deferred(std::uint32_t w) noexcept;
+    void free_deferred() noexcept; // teardown: receives never started
+    static void ucx_took(ucx::completion *c, status s) noexcept;
+    static void ucx_bulk_sent(ucx::completion *c, status s) noexcept;
     // Lock worker @p w for a call from this thread (see send_ucx); false: not now. Sets
     // @p held when the thread already holds it (inside its poll): then nothing to unlock.
     bool lock_worker(std::uint32_t w, bool &held) noexcept;
     // Sends UCX took but has not finished (the endpoint still wiring up, the socket
-    // full): the flusher thread polls the workers while any is left, so a process that
-    // returns from MPI (its sends complete once UCX has them) does not hold back the
+    // full; a bulk send until its receiver took the bytes, which UCX's rendezvous moves
+    // only with the sender's progress): the flusher thread polls the workers while any is
+    // left, so a process that returns from MPI (or waits elsewhere) does not hold back the
     // peers that wait for them. It sleeps otherwise, and is woken by the first such send.
     struct owed_completion : ucx::completion {
         engine *e;
@@ -534,12 +551,14 @@ class engine {
                                            std::uint64_t bytes) noexcept;
     // Queue @p item behind what waits for @p peer.
     void post_outbound(std::uint32_t peer, const outbound &item) noexcept;
-    // Push @p w (then @p more_bytes of @p more) into one of @p peer's queues. With
-    // @p seq_comm, w's sequence number for @p dest is drawn once the slot is claimed.
-    // False: the queues are full (or no memory for the sequence state): nothing sent.
+    // Push @p w (then @p more_bytes of @p more) into one of @p peer's queues (over UCX,
+    // with @p bulk's payload when set: a bulk_sent). With @p seq_comm, w's sequence number
+    // for @p dest is drawn once the slot is claimed. False: the queues are full (or no
+    // memory for the sequence state): nothing sent.
     [[gnu::always_inline]] bool push(std::uint32_t peer, wire &w, comm_state *seq_comm,
                                      std::int32_t dest, const void *more = nullptr,
-                                     std::size_t more_bytes = 0) noexcept;
+                                     std::size_t more_bytes = 0,
+                                     const void *bulk = nullptr) noexcept;
     // An ACK or FIN; false when it waits in the outbound list, which then completes the
     // receive @p user with @p st once it is pushed.
     bool send_control(std::uint32_t peer, wire_kind kind, std::uint64_t token,
@@ -558,8 +577,9 @@ class engine {
     bool stream_out(std::uint32_t peer, send_op &op, int &events) noexcept;
     void copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcept;
     /// One message drained from inbound queue @p queue: a wire header, then @p bytes -
-    /// sizeof(wire) more.
-    void handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue) noexcept;
+    /// sizeof(wire) more; over UCX, @p bulk is the bulk handle of its bytes, if any.
+    void handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue,
+                void *bulk = nullptr) noexcept;
     /// Match @p m in @p comm (or, an endpoints group, in the handle it names); @p queue is
     /// the inbound queue it came through, or k_no_queue (an early arrival, matched before
     /// the communicator is published).
@@ -639,6 +659,7 @@ class engine {
     std::condition_variable flusher_cv_;
     bool flusher_stop_ = false; // flusher_mu_
     std::thread flusher_;
+    std::unique_ptr<deferred_list[]> deferred_; // [UCX worker]
 #endif
     std::atomic<bool> ucx_up_{false}; // the UCX transport runs: waits poll it, never sleep
     std::vector<unsigned char> address_; // see address()

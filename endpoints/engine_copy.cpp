@@ -93,9 +93,6 @@ void engine::handle_cts(const wire &w) noexcept
         fault(w.from, what);
         return;
     }
-#if MPIV_HAVE_UCX
-    withdraw_ucx(*op); // the receiver takes two copies instead of reading it
-#endif
     op->pull_token = w.u.ref.spare;
     op->pull_total = w.size;
     op->pulled = 0;

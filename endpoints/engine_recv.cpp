@@ -238,14 +238,8 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         break;
     case wire_kind::rts:
 #if MPIV_HAVE_UCX
-        if ((w.flags & k_wire_key) != 0) {
-            // Over UCX, zero copy: read the sender's buffer (or, when this receive cannot,
-            // fall through to the two copies, whose CTS makes the sender withdraw it).
-            bool done = false;
-            if (start_get(m, to, user, st, done)) {
-                free_inmsg(&m);
-                return done;
-            }
+        if ((w.flags & k_wire_bulk) != 0) {
+            return take_bulk(m, to, user, st); // the bytes come with it over UCX
         }
 #endif
         if (w.from != params_.self && !shm_.at(w.from).cma) {
@@ -442,9 +436,6 @@ void engine::handle_control(const wire &w) noexcept
         fault(w.from, what);
         return;
     }
-#if MPIV_HAVE_UCX
-    withdraw_ucx(*op); // (a FIN after a zero-copy read)
-#endif
     mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size, MPIV_OK};
     params_.complete(op->user, &st);
 }
@@ -504,16 +495,6 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
         fault(w.from, what);
         return false;
     }
-    if ((w.flags & k_wire_key) != 0 &&
-        (!peers_[w.from].ucx || (w.flags & (k_wire_gather | k_wire_streamed)) != 0 ||
-         w.inline_bytes == 0 || w.inline_bytes > more_bytes || w.inline_bytes > k_inline_more ||
-         w.u.ref.spare >= lanes(w.from))) {
-        std::snprintf(what, sizeof what,
-                      "a rendezvous key of %u bytes (%zu in the message) for UCX worker %llu",
-                      w.inline_bytes, more_bytes, static_cast<unsigned long long>(w.u.ref.spare));
-        fault(w.from, what);
-        return false;
-    }
     if (w.from == params_.self) {
         // Its addresses are read in this process: it must be one of our live sends, as the
         // send itself described it.
@@ -531,7 +512,8 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
     return true;
 }
 
-void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue) noexcept
+void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue,
+                    void *bulk) noexcept
 {
     wire_kind kind;
     std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
@@ -576,7 +558,15 @@ void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t q
     const std::size_t more_bytes = bytes - sizeof w;
     m->packet = nullptr;
     m->next_pending = nullptr;
+    m->bulk = bulk;
+    m->lane = queue;
     if (!valid_arrival(w, more_bytes)) {
+        free_inmsg(m);
+        return;
+    }
+    if (__builtin_expect(((w.flags & k_wire_bulk) != 0) != (bulk != nullptr), 0)) {
+        // (A UCX arrival's handle was checked against its header in on_ucx_message().)
+        fault(w.from, "a message whose bytes should come by UCX but do not");
         free_inmsg(m);
         return;
     }
@@ -591,8 +581,6 @@ void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t q
     }
     if (w.kind == wire_kind::eager_inline && w.size > k_wire_inline) {
         std::memcpy(m->more, msg + sizeof w, w.size - k_wire_inline);
-    } else if (w.kind == wire_kind::rts && (w.flags & k_wire_key) != 0) {
-        std::memcpy(m->more, msg + sizeof w, w.inline_bytes); // the sender's key
     }
     // Acquire: pairs with the release store in comm_create(). seq_cst: Dekker with
     // comm_destroy() (see there).

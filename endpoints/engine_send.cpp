@@ -12,7 +12,7 @@
 namespace mpiv::ep {
 
 inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std::int32_t dest,
-                         const void *more, std::size_t more_bytes) noexcept
+                         const void *more, std::size_t more_bytes, const void *bulk) noexcept
 {
     const bool ucx = peers_[peer].ucx;
     const std::size_t n = ucx ? lanes(peer) : shm_.queue_count(peer);
@@ -58,7 +58,8 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
     for (std::size_t i = 0; i < tries; ++i) {
 #if MPIV_HAVE_UCX
         const bool pushed =
-            ucx ? send_ucx(peer, q, bytes, len, finish) : shm_.try_push(peer, q, bytes, len, finish);
+            ucx ? send_ucx(peer, q, bytes, len, finish, bulk)
+                : shm_.try_push(peer, q, bytes, len, finish);
 #else
         const bool pushed = shm_.try_push(peer, q, bytes, len, finish);
 #endif
@@ -101,23 +102,27 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
         more = static_cast<const unsigned char *>(op.buf) + k_wire_inline;
         more_bytes = op.w.inline_bytes - k_wire_inline;
     }
+    const void *bulk = nullptr;
 #if MPIV_HAVE_UCX
-    if (op.w.kind == wire_kind::rts && peers_[op.peer].ucx) {
-        // Zero copy where it can: the receiver reads the exposed buffer (engine_ucx.cpp).
-        if (op.exposure == nullptr) {
-            expose_ucx(op);
+    bulk_sent *sent = nullptr;
+    if (op.w.kind == wire_kind::rts && peers_[op.peer].ucx &&
+        (op.w.flags & (k_wire_gather | k_wire_streamed)) == 0 && op.w.size != 0) {
+        // One buffer: its bytes go with the RTS as a UCX bulk payload (engine_ucx.cpp).
+        sent = new_bulk_sent(op);
+        if (sent == nullptr) {
+            return false; // no memory now: retry later
         }
-        if (op.exposure != nullptr) {
-            const auto *e = static_cast<const ucx::exposure *>(op.exposure);
-            more = e->key();
-            more_bytes = e->key_len();
-        }
+        op.w.flags |= k_wire_bulk;
+        bulk = sent;
     }
 #endif
     const std::uint64_t size = op.w.size; // (op may complete once pushed)
     const wire_kind kind = op.w.kind;
     const std::uint8_t flags = op.w.flags;
-    if (!push(op.peer, op.w, op.seq_comm, op.dest, more, more_bytes)) {
+    if (!push(op.peer, op.w, op.seq_comm, op.dest, more, more_bytes, bulk)) {
+#if MPIV_HAVE_UCX
+        delete_bulk_sent(sent);
+#endif
         return false; // keeps its packet: only a queue slot is missing
     }
     count_sent(kind, flags, size);
@@ -289,7 +294,6 @@ inline void engine::init_send(comm_state &comm, std::uint32_t peer, std::int32_t
     op.buf = nullptr;
     op.seq_comm = &comm;
     op.packet = nullptr;
-    op.exposure = nullptr;
     fill_wire(op.w, comm, self_rank, dest, tag, bytes, flags);
 }
 

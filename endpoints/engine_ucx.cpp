@@ -9,10 +9,12 @@
 //   transport restores it): the order an endpoints handle's private matching needs. The
 //   sequence number is drawn under the worker's lock once the send is sure to start.
 // - Messages are those of shared memory (the wire header, inline payload up to
-//   k_inline_max). There are no packets: a message above the inline size goes by
-//   rendezvous, and its bytes come by the two-copy protocol (engine_copy.cpp) with each
-//   piece inside its FRAG message instead of a copy slot. TODO(#20): a zero-copy get
-//   (ucx::transport::expose/get) for contiguous buffers.
+//   k_inline_max). There are no packets: a message above the inline size goes as an RTS.
+//   From one buffer, its bytes ride with it as the UCX bulk payload (k_wire_bulk; UCX
+//   sends them eagerly or by its own rendezvous, zero copy where the network allows), and
+//   the receive takes them once matched (take_bulk). From a gather list or a streamed
+//   send, they come by the two-copy protocol (engine_copy.cpp), each piece inside its
+//   FRAG message instead of a copy slot.
 // - Progress. progress() polls worker q under inbound queue q's consumer lock (so a
 //   handle's private matching has one guard whatever the transport) and then the
 //   worker's own lock; the thread remembers the worker it polls, and a push from inside
@@ -46,6 +48,28 @@ thread_local std::uint32_t tl_ucx_polled __attribute__((tls_model("initial-exec"
 
 } // namespace
 
+#if MPIV_HAVE_UCX
+// A bulk send in flight: the send it completes, and its payload.
+struct engine::bulk_sent : ucx::completion {
+    engine *e;
+    std::uint64_t token;
+    const void *buf;
+    std::size_t len;
+    bool sync;
+};
+
+// A bulk receive once matched (inside its inmsg's `more`): where the bytes go and what
+// completes it; next: the deferred list.
+struct engine::bulk_recv : ucx::completion {
+    engine *e;
+    inmsg *m;
+    recv_target to;
+    void *user;
+    mpiv_p2p_status_t st;
+    bulk_recv *next;
+};
+#endif
+
 status engine::init_ucx() noexcept
 {
     const void *shm_addr = nullptr;
@@ -75,6 +99,10 @@ status engine::init_ucx() noexcept
         ucx_up_.store(true, std::memory_order_relaxed);
         owed_completion_.fn = ucx_sent_later;
         owed_completion_.e = this;
+        deferred_.reset(new (std::nothrow) deferred_list[params_.endpoints]);
+        if (!deferred_) {
+            return status::nomem;
+        }
         try {
             flusher_ = std::thread([this] { flusher_main(); });
         } catch (const std::system_error &) {
@@ -205,6 +233,7 @@ int engine::poll_ucx(std::size_t q) noexcept
     const std::uint32_t outer_polled = tl_ucx_polled;
     tl_ucx_polled = w;
     const int n = ucx_->poll(w);
+    run_deferred(w);
     tl_ucx_polled = outer_polled;
     detail::tl_drained_queue = outer;
     --detail::tl_draining;
@@ -232,7 +261,7 @@ bool engine::lock_worker(std::uint32_t w, bool &held) noexcept
 }
 
 bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std::size_t len,
-                      const detail::finish_ref &finish) noexcept
+                      const detail::finish_ref &finish, const void *bulk) noexcept
 {
     const auto w = static_cast<std::uint32_t>(q % ucx_->workers());
     bool held = false;
@@ -240,10 +269,15 @@ bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std:
         return false;
     }
     bool sent = false;
-    if (ucx_->has_room(w, peer, static_cast<std::uint32_t>(q))) {
+    auto *const b = static_cast<bulk_sent *>(const_cast<void *>(bulk));
+    // (A bulk send is not held back by the pair's count: see ucx::transport.)
+    if (b != nullptr || ucx_->has_room(w, peer, static_cast<std::uint32_t>(q))) {
         finish();
-        const status s = ucx_->send(w, peer, static_cast<std::uint32_t>(q), bytes, len, nullptr,
-                                    0, &owed_completion_);
+        const auto to = static_cast<std::uint32_t>(q);
+        const status s =
+            b != nullptr
+                ? ucx_->send_bulk(w, peer, to, bytes, len, b->buf, b->len, b->sync, b)
+                : ucx_->send(w, peer, to, bytes, len, nullptr, 0, &owed_completion_);
         if (s == status::inprogress) {
             // Acq_rel: the flusher's acquire load of a nonzero count sees the send made.
             if (ucx_owed_.fetch_add(1, std::memory_order_acq_rel) == 0) {
@@ -254,6 +288,7 @@ bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std:
         } else if (s != status::ok) {
             // An error after the sequence number was drawn: the peer failed (reported by
             // the transport) or the message was refused; the job ends either way.
+            delete b;
             fault(peer, "a UCX send to it failed");
         }
         sent = true;
@@ -266,20 +301,26 @@ bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std:
 
 void engine::on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
                             std::uint32_t from_worker, const void *header, std::size_t header_len,
-                            const void *payload, std::size_t payload_len) noexcept
+                            const void *payload, std::size_t payload_len, ucx::bulk *b) noexcept
 {
     (void)from_worker;
+    (void)payload;
     auto *e = static_cast<engine *>(ctx);
-    if (header_len < sizeof(wire) || payload_len != 0) {
-        e->fault(peer, "a UCX message of a shape no mpiv message has");
+    const auto refuse = [&](const char *what) {
+        if (b != nullptr) {
+            e->ucx_->release(worker, b);
+        }
+        e->fault(peer, what);
+    };
+    if (header_len < sizeof(wire) || (b == nullptr && payload_len != 0)) {
+        refuse("a UCX message of a shape no mpiv message has");
         return;
     }
+    wire w;
+    std::memcpy(&w, header, sizeof w);
     // The wire's sender must be the UCX sender (the transport checked its own header).
-    std::uint32_t from;
-    std::memcpy(&from, static_cast<const unsigned char *>(header) + offsetof(wire, from),
-                sizeof from);
-    if (from != peer) {
-        e->fault(peer, "a UCX message naming another sender");
+    if (w.from != peer) {
+        refuse("a UCX message naming another sender");
         return;
     }
     // Acquire: pairs with the release store in connect().
@@ -287,21 +328,22 @@ void engine::on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
         // Its first message came before this process needed it: connect it now.
         if (e->params_.connect == nullptr || e->params_.connect(peer) != MPIV_OK ||
             !e->peers_[peer].ucx_ready.load(std::memory_order_acquire)) {
-            e->fault(peer, "a UCX message from a process that cannot be connected");
+            refuse("a UCX message from a process that cannot be connected");
             return;
         }
     }
-    wire_kind kind;
-    std::memcpy(&kind, static_cast<const unsigned char *>(header) + offsetof(wire, kind),
-                sizeof kind);
-    if (kind == wire_kind::eager_packet) {
+    if (b != nullptr && (w.kind != wire_kind::rts || header_len != sizeof w ||
+                         (w.flags & (k_wire_gather | k_wire_streamed)) != 0 ||
+                         (w.flags & k_wire_bulk) == 0 || w.size != payload_len)) {
+        refuse("a UCX bulk message whose header is not a rendezvous of its size");
+        return;
+    }
+    if (w.kind == wire_kind::eager_packet) {
         e->fault(peer, "a packet message over UCX (packets are shared memory only)");
         return;
     }
-    if (kind == wire_kind::frag) {
+    if (w.kind == wire_kind::frag) {
         // A FRAG with its piece after the header (two copies over UCX).
-        wire w;
-        std::memcpy(&w, header, sizeof w);
         if (w.size != header_len - sizeof w) {
             e->fault(peer, "a UCX FRAG whose length is not its piece's");
             return;
@@ -313,129 +355,155 @@ void engine::on_ucx_message(void *ctx, std::uint32_t worker, std::uint32_t peer,
         e->fault(peer, "a UCX message longer than any mpiv message");
         return;
     }
-    e->handle(static_cast<const unsigned char *>(header), header_len, worker);
+    e->handle(static_cast<const unsigned char *>(header), header_len, worker, b);
 }
 
-void engine::expose_ucx(send_op &op) noexcept
+engine::bulk_sent *engine::new_bulk_sent(const send_op &op) noexcept
 {
-    if ((op.w.flags & (k_wire_gather | k_wire_streamed)) != 0 || op.w.size == 0) {
-        return; // the bytes are not one buffer, or there are none: two copies
+    auto *b = new (std::nothrow) bulk_sent;
+    if (b != nullptr) {
+        b->fn = ucx_bulk_sent;
+        b->e = this;
+        b->token = op.w.u.ref.token;
+        b->buf = op.buf;
+        b->len = op.w.size;
+        b->sync = (op.w.flags & k_wire_sync) != 0;
     }
-    const auto w = static_cast<std::uint32_t>(my_endpoint() % ucx_->workers());
-    bool held = false;
-    if (!lock_worker(w, held)) {
-        return; // two copies rather than wait
-    }
-    ucx::exposure *e = nullptr;
-    const status s = ucx_->expose(w, op.buf, op.w.size, e);
-    if (!held) {
-        ucx_->unlock(w);
-    }
-    if (s != status::ok) {
-        return; // (said by the transport) two copies
-    }
-    if (e->key_len() > k_inline_more) {
-        ucx_->withdraw(e); // a key longer than a message can carry: two copies
-        return;
-    }
-    op.exposure = e;
-    op.w.flags |= k_wire_key;
-    op.w.inline_bytes = static_cast<std::uint16_t>(e->key_len());
-    op.w.u.ref.spare = w;
+    return b;
 }
 
-void engine::withdraw_ucx(send_op &op) noexcept
+void engine::delete_bulk_sent(bulk_sent *b) noexcept
 {
-    if (op.exposure != nullptr) {
-        ucx_->withdraw(static_cast<ucx::exposure *>(op.exposure));
-        op.exposure = nullptr;
-    }
+    delete b;
 }
 
-// A zero-copy read in flight: what its completion needs (the FIN, then the receive).
-struct engine::get_state : ucx::completion {
-    engine *e;
-    std::uint32_t peer;
-    std::uint64_t token; // the sender's, for the FIN
-    std::uint64_t n;
-    void *user;
-    mpiv_p2p_status_t st;
-};
+void engine::ucx_bulk_sent(ucx::completion *c, status s) noexcept
+{
+    auto *b = static_cast<bulk_sent *>(c);
+    engine *const e = b->e;
+    // Relaxed: set by the destructor on this thread, before the transport completes what
+    // is left (then the sends' storage and the token table may be gone).
+    if (!e->stop_.load(std::memory_order_relaxed)) {
+        if (send_op *op = e->tokens_.redeem(b->token)) {
+            // (A failed send's peer is reported through on_ucx_failure.)
+            mpiv_p2p_status_t st{op->dest, op->w.tag, op->w.size, op->w.size,
+                                 s == status::ok ? MPIV_OK : MPIV_ERR_INTERNAL};
+            e->params_.complete(op->user, &st);
+        }
+    }
+    delete b;
+    // Release: pairs with the flusher's acquire load.
+    e->ucx_owed_.fetch_sub(1, std::memory_order_release);
+}
 
-bool engine::start_get(inmsg &m, const recv_target &to, void *user, mpiv_p2p_status_t &st,
-                       bool &done) noexcept
+bool engine::take_bulk(inmsg &m, const recv_target &to, void *user,
+                       mpiv_p2p_status_t &st) noexcept
 {
     const wire &w = m.w;
     const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
-    if (to.sink != nullptr || n == 0) {
-        return false; // bytes for a sink, or none: the CTS path
+    // The receive's state lives in the message, which lives until the bytes are in.
+    static_assert(sizeof(bulk_recv) <= sizeof m.more && alignof(bulk_recv) <= 8,
+                  "a bulk receive's state fits in its message");
+    auto *r = new (m.more) bulk_recv;
+    r->fn = ucx_took;
+    r->e = this;
+    r->m = &m;
+    r->to = to;
+    r->user = user;
+    r->st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size),
+                              w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK};
+    r->next = nullptr;
+    if (tl_ucx_polled == m.lane) {
+        // Matched inside the poll of the worker that holds the bytes: take them now.
+        if (!start_bulk(*r)) {
+            return false; // ucx_took() completes the receive
+        }
+        st = r->st;
+        delete &m;
+        return true;
     }
-    auto *g = new (std::nothrow) get_state;
-    if (g == nullptr) {
+    // Elsewhere (a receive posted later, mrecv, another worker's poll): the worker's next
+    // poll takes them. No wait for its lock here, where matching locks may be held.
+    deferred_list &d = deferred_[m.lane];
+    std::lock_guard<std::mutex> guard(d.mu);
+    (d.tail != nullptr ? d.tail->next : d.head) = r;
+    d.tail = r;
+    d.any.store(true, std::memory_order_relaxed);
+    return false;
+}
+
+bool engine::start_bulk(bulk_recv &r) noexcept
+{
+    inmsg &m = *r.m;
+    auto *b = static_cast<ucx::bulk *>(m.bulk);
+    if (ucx::transport::rendezvous(b)) {
+        base::stats::add(base::stats::counter::ucx_rndv);
+    }
+    const status s = ucx_->receive(m.lane, b, r.to.buf, r.to.capacity, r.to.sink, r.to.ctx, &r);
+    if (s == status::inprogress) {
         return false;
     }
-    g->fn = ucx_got;
-    g->e = this;
-    g->peer = w.from;
-    g->token = w.u.ref.token;
-    g->n = n;
-    g->user = user;
-    g->st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size),
-                              w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK};
-    const auto wk = static_cast<std::uint32_t>(my_endpoint() % ucx_->workers());
-    const auto from_worker = static_cast<std::uint32_t>(w.u.ref.spare);
-    bool held = false;
-    if (!lock_worker(wk, held)) {
-        delete g;
-        return false; // two copies rather than wait
-    }
-    status s = status::retry_nomem;
-    if (ucx_->has_room(wk, w.from, from_worker)) {
-        s = ucx_->get(wk, w.from, from_worker, m.more, w.inline_bytes, w.u.ref.where, to.buf, n,
-                      g);
-    }
-    if (!held) {
-        ucx_->unlock(wk);
-    }
-    if (is_retry(s)) {
-        delete g;
-        return false; // the pair is busy: two copies
-    }
-    base::stats::add(base::stats::counter::ucx_reads);
-    st = g->st;
-    if (s == status::inprogress) {
-        done = false; // ucx_got() sends the FIN and completes the receive
-        return true;
-    }
     if (s != status::ok) {
-        // The key or its range was refused (said by the transport): the message is lost.
-        delete g;
-        fault(w.from, "a rendezvous key that UCX refuses");
-        st.bytes = 0;
-        st.error = MPIV_ERR_INTERNAL;
-        done = true;
-        return true;
+        r.st.bytes = 0; // (said by the transport) the bytes are lost
+        r.st.error = MPIV_ERR_INTERNAL;
     }
-    done = send_control(g->peer, wire_kind::fin, g->token, n, user, g->st, 0);
-    delete g;
     return true;
 }
 
-void engine::ucx_got(ucx::completion *c, status s) noexcept
+void engine::run_deferred(std::uint32_t w) noexcept
 {
-    auto *g = static_cast<get_state *>(c);
-    engine *const e = g->e;
+    deferred_list &d = deferred_[w];
+    // Relaxed: a hint. A receive deferred just after this load is started by a later
+    // poll, which its own waiter keeps making.
+    if (!d.any.load(std::memory_order_relaxed)) {
+        return;
+    }
+    bulk_recv *r = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(d.mu);
+        r = d.head;
+        d.head = d.tail = nullptr;
+        d.any.store(false, std::memory_order_relaxed);
+    }
+    while (r != nullptr) {
+        bulk_recv *const next = r->next;
+        if (start_bulk(*r)) {
+            void *const user = r->user;
+            const mpiv_p2p_status_t st = r->st;
+            delete r->m;
+            params_.complete(user, &st);
+        }
+        r = next;
+    }
+}
+
+void engine::ucx_took(ucx::completion *c, status s) noexcept
+{
+    auto *r = static_cast<bulk_recv *>(c);
+    engine *const e = r->e;
+    void *const user = r->user;
+    mpiv_p2p_status_t st = r->st;
+    delete r->m; // (r lives inside it)
     if (s != status::ok) {
-        e->fault(g->peer, "a UCX read of its buffer failed");
-        g->st.bytes = 0;
-        g->st.error = MPIV_ERR_INTERNAL;
+        st.bytes = 0; // (said by the transport)
+        st.error = MPIV_ERR_INTERNAL;
     }
-    // The FIN lets the sender withdraw its buffer and complete; then the receive completes
-    // (now, or once the FIN is pushed).
-    if (e->send_control(g->peer, wire_kind::fin, g->token, g->n, g->user, g->st, 0)) {
-        e->params_.complete(g->user, &g->st);
+    // Relaxed: as in ucx_bulk_sent().
+    if (!e->stop_.load(std::memory_order_relaxed)) {
+        e->params_.complete(user, &st);
     }
-    delete g;
+}
+
+void engine::free_deferred() noexcept
+{
+    for (std::size_t w = 0; deferred_ && w < ucx_->workers(); ++w) {
+        for (bulk_recv *r = deferred_[w].head; r != nullptr;) {
+            bulk_recv *const next = r->next;
+            delete r->m;
+            r = next;
+        }
+        deferred_[w].head = deferred_[w].tail = nullptr;
+    }
 }
 
 void engine::ucx_sent_later(ucx::completion *c, status) noexcept

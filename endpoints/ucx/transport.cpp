@@ -85,7 +85,7 @@ void state::put_slot(worker &wk, op_slot *slot) noexcept
 {
     slot->busy = false;
     slot->done = nullptr;
-    slot->rkey = nullptr;
+    slot->sink = nullptr;
     slot->next_free = wk.free_slots;
     wk.free_slots = slot;
 }
@@ -96,9 +96,6 @@ void state::send_done(void *request, ucs_status_t s, void *user_data) noexcept
     state *st = slot->st;
     worker &wk = st->workers[slot->w];
     ucp_request_free(request);
-    if (slot->rkey != nullptr) {
-        ucp_rkey_destroy(slot->rkey);
-    }
     --wk.inflight;
     if (slot->pair != nullptr) {
         --slot->pair->inflight;
@@ -369,7 +366,7 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     std::memset(&up, 0, sizeof up);
     up.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                     UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    up.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+    up.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     up.mt_workers_shared = 1; // W workers of this context run on different threads
     up.estimated_num_eps = static_cast<std::size_t>(p.num_peers) * p.workers;
     s = ucp_init(&up, cfg, &st.ctx);
@@ -377,6 +374,9 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     if (s != UCS_OK) {
         st.ctx = nullptr;
         return detail::ucs_error("create", "ucp_init", s);
+    }
+    if (const status u = detail::make_unpacker(st); u != status::ok) {
+        return u;
     }
     std::size_t max_am_header = SIZE_MAX;
     try {
@@ -420,13 +420,17 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
         std::memset(&hp, 0, sizeof hp);
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                         UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = detail::k_am_id;
         hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-        hp.cb = &state::am_recv;
         hp.arg = &wk;
-        s = ucp_worker_set_am_recv_handler(wk.handle, &hp);
-        if (s != UCS_OK) {
-            return detail::ucs_error("create", "ucp_worker_set_am_recv_handler", s);
+        for (const auto &[id, cb] : {std::pair<unsigned, ucp_am_recv_callback_t>{
+                                         detail::k_am_id, &state::am_recv},
+                                     {detail::k_am_bulk_id, &state::am_recv_bulk}}) {
+            hp.id = id;
+            hp.cb = cb;
+            s = ucp_worker_set_am_recv_handler(wk.handle, &hp);
+            if (s != UCS_OK) {
+                return detail::ucs_error("create", "ucp_worker_set_am_recv_handler", s);
+            }
         }
         s = ucp_worker_get_efd(wk.handle, &wk.efd);
         if (s != UCS_OK) {
@@ -487,32 +491,25 @@ transport::~transport()
         for (auto &slot : wk.slots) {
             if (slot->busy) {
                 completion *done = slot->done;
-                if (slot->rkey != nullptr) {
-                    base::log(base::log_level::debug, "ucx: teardown: rkey of a get left");
-                }
                 slot->busy = false;
+                slot->early.clear();
                 --wk.inflight;
-    if (slot->pair != nullptr) {
-        --slot->pair->inflight;
-    }
+                if (slot->pair != nullptr) {
+                    --slot->pair->inflight;
+                }
                 if (done != nullptr) {
                     done->fn(done, status::system);
                 }
             }
         }
+        // Bulk payloads never taken (their descriptors went with the worker).
+        while (wk.live != nullptr) {
+            st.free_bulk(wk, wk.live);
+        }
     }
     if (st.ctx != nullptr) {
-        std::size_t left = 0;
-        for (exposure *e = st.exposures; e != nullptr;) {
-            exposure *next = e->next_;
-            ucp_mem_unmap(st.ctx, static_cast<ucp_mem_h>(e->memh_));
-            delete e;
-            ++left;
-            e = next;
-        }
-        st.exposures = nullptr;
-        if (left > 0) {
-            base::log(base::log_level::warn, "ucx: teardown: %zu exposures never withdrawn", left);
+        if (st.unpacker != 0) {
+            ucp_dt_destroy(st.unpacker);
         }
         ucp_cleanup(st.ctx);
         st.ctx = nullptr;

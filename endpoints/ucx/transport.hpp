@@ -2,7 +2,7 @@
 // payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
 // puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
 // sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_rma.cpp
-// (expose/get/withdraw); transport_detail.hpp holds what they share and is the only
+// (bulk messages); transport_detail.hpp holds what they share and is the only
 // header that includes UCX's.
 //
 // Design:
@@ -17,7 +17,7 @@
 // - Addresses. address() gives one blob for the modex: {magic, version, W, per worker:
 //   length + UCX worker address}. connect(peer, blob) validates it as untrusted input and
 //   stores the W addresses; no ep exists yet. The ep from local worker w to (peer, j) is
-//   created on first use by w's owner (lazily, in send() or get()), with
+//   created on first use by w's owner (lazily, in send() or send_bulk()), with
 //   err_mode PEER and an error handler; eps are never shared between workers.
 // - Messages. send() is one eager active message (UCP_AM_SEND_FLAG_EAGER: never UCX's
 //   rendezvous, so the receiver's handler always has the whole payload). In front of the
@@ -33,17 +33,24 @@
 //   faulty (on_peer_failure, its held messages dropped) rather than growing without limit.
 //   The counters (stats()) tell how often UCX actually delivered out of order.
 // - Back-pressure. UCX sends never report it (they queue inside UCX), so each pair
-//   (worker -> remote worker) counts its operations not yet completed by UCX (sends and
-//   gets) and refuses a new one with status::retry_nomem at params.max_inflight; nothing
+//   (worker -> remote worker) counts its send()s not yet completed by UCX and refuses a new one with status::retry_nomem at params.max_inflight; nothing
 //   is sent then and no sequence number is used. Per pair: a receiver that does not drain
 //   holds back only the traffic to itself.
-// - Large transfers. The owner of the bytes expose()s them (ucp_mem_map + ucp_rkey_pack)
-//   and puts the key (at most k_max_key bytes) on the wire; the receiver get()s them and
-//   tells the owner (its own FIN message) that it may withdraw(). The key carries the
-//   exposed range and a check word, and get() refuses a key that is malformed or a range
-//   outside it (invalid_arg). UCX's own packed rkey inside cannot be validated further (its
-//   format is UCX's). On TCP there is no remote GET: UCX emulates it with AMs served by
-//   the owner's ucp_worker_progress, so the owner must keep polling until the FIN.
+// - Bulk messages. send_bulk() carries a payload of any size as an active message on
+//   its own AM id, in the same per-pair order as send(); UCX picks eager or its own
+//   rendezvous by its threshold (always rendezvous for a sync send, whose completion then
+//   means the receiver took the bytes). The receiver's on_message gets a bulk handle
+//   instead of the bytes, and takes them exactly once, during the call or later, with
+//   receive() (into a buffer, or through a sink in offset order; bytes past the capacity
+//   are dropped, so truncation needs no bounce buffer) or release(). A rendezvous payload
+//   waits in the sender's memory until then: UCX moves it straight into the receive
+//   buffer (get or put zero-copy where the transport has them; over TCP, UCX writes into
+//   the receiver's buffer from the sender's, served by the sender's progress), and the
+//   sender's completion comes when the receiver has it. An eager payload that UCX lends
+//   (FLAG_DATA) is kept in UCX's descriptor; one readable only during the callback is
+//   copied once if not taken then. Bulk sends do not count toward max_inflight: a
+//   rendezvous completes only when its receive is posted, and counting it would let
+//   unmatched large sends hold back the message the receiver waits for first.
 // - Failure. UCX's ep error handler (err_mode PEER) marks the ep failed; the first failure
 //   seen for a peer calls params.on_peer_failure once (from poll() of the worker that saw
 //   it). A failed ep is closed with FORCE by the next poll(); later sends or gets to that
@@ -54,12 +61,12 @@
 //   flush and lets ucp_worker_destroy release the rest. A flush close of a PEER-mode ep
 //   ends only once the peer's worker answers (measured: it does not end while the peer
 //   does not progress), so processes should destroy their transports at about the same
-//   time, as at finalize. Then it destroys the workers, unmaps exposures never withdrawn
-//   (with a warning) and calls ucp_cleanup. Completions still pending are called (ok or an
+//   time, as at finalize. Then it destroys the workers, frees bulk handles never taken
+//   and calls ucp_cleanup. Completions still pending are called (ok or an
 //   error) before it returns; arrivals during teardown are dropped, never delivered. No
 //   other thread may use the transport during destruction, and callbacks must not call
 //   back into it then.
-// - Trust. Address blobs, keys and incoming transport headers are checked before use
+// - Trust. Address blobs and incoming transport headers are checked before use
 //   (lengths, bounds, magic, peer and worker indices); bad input is refused (invalid_arg,
 //   one log line) or dropped, never an abort. UCX parses the worker addresses themselves.
 #pragma once
@@ -75,6 +82,11 @@
 
 namespace mpiv::ep::ucx {
 
+/// A bulk message's payload until the receiver takes it (see Bulk messages above).
+struct bulk;
+/// Receives bytes [offset, offset + len) of a bulk payload; called in offset order.
+using sink_fn = void (*)(void *ctx, std::size_t offset, const void *data, std::size_t len);
+
 namespace detail {
 struct worker;
 struct peer;
@@ -85,10 +97,8 @@ struct state;
 constexpr std::uint32_t k_max_workers = 1024;
 /// Largest UCX worker address accepted in a blob (UCX's are a few hundred bytes).
 constexpr std::size_t k_max_worker_address = 64 * 1024;
-/// Largest payload of send(): larger data goes by expose()/get().
+/// Largest payload of send(): larger data goes by send_bulk().
 constexpr std::size_t k_max_payload = 64 * 1024;
-/// Largest key of an exposure on the wire (transport part + UCX's packed rkey).
-constexpr std::size_t k_max_key = 256;
 /// Bounds on held early arrivals (see Order in the design block).
 constexpr std::size_t k_max_held = 4096;
 constexpr std::size_t k_max_held_bytes = 64 * 1024 * 1024;
@@ -106,11 +116,13 @@ struct params {
     void *ctx = nullptr;            ///< passed to the callbacks
     /// An arrived message, called inside poll(worker) on the polling thread, in send
     /// order for each (peer, from_worker) -> worker pair. header and payload are readable
-    /// only during the call. It may call send()/get() on @p worker (its lock is held), but
-    /// not poll(). Required.
+    /// only during the call. A bulk message comes with @p b set, payload null and
+    /// payload_len its size: the callee owns b and must pass it to receive() or release()
+    /// on @p worker exactly once, now or later. It may call send(), send_bulk(),
+    /// receive() and release() on @p worker (its lock is held), but not poll(). Required.
     void (*on_message)(void *ctx, std::uint32_t worker, std::uint32_t peer,
                        std::uint32_t from_worker, const void *header, std::size_t header_len,
-                       const void *payload, std::size_t payload_len) = nullptr;
+                       const void *payload, std::size_t payload_len, bulk *b) = nullptr;
     /// A peer failed (UCX error on an ep to it, or a protocol fault): called once per peer,
     /// inside poll() of the worker that saw it, with a reason (UCX's status string).
     /// Optional.
@@ -124,27 +136,12 @@ struct completion {
     void (*fn)(completion *, status);
 };
 
-/// Memory exposed for remote reads (expose()/withdraw()).
-class exposure {
-  public:
-    /// The key to put on the wire: at most k_max_key bytes.
-    const void *key() const noexcept { return key_; }
-    std::size_t key_len() const noexcept { return key_len_; }
-
-  private:
-    friend class transport;
-    exposure() = default;
-    void *memh_ = nullptr;
-    std::size_t key_len_ = 0;
-    unsigned char key_[k_max_key];
-    exposure *prev_ = nullptr, *next_ = nullptr; // the transport's list of live exposures
-};
-
 /// Counters of one worker (read by its lock holder).
 struct counters {
     std::uint64_t delivered = 0;  ///< messages given to on_message
     std::uint64_t held_early = 0; ///< arrivals ahead of their turn (UCX reordered them)
     std::uint64_t dropped = 0;    ///< invalid or unwanted arrivals dropped
+    std::uint64_t bulk_rndv = 0;  ///< bulk payloads that came by UCX's rendezvous
 };
 
 class transport {
@@ -187,22 +184,34 @@ class transport {
                 std::size_t header_len, const void *payload, std::size_t payload_len,
                 completion *done) noexcept;
 
-    /// Register [buf, buf + len) for remote reads; @p e gets the exposure (its key).
-    /// @context holds w's lock (the memory registration itself takes UCX's context lock).
-    status expose(std::uint32_t w, const void *buf, std::size_t len, exposure *&e) noexcept;
-    /// Release an exposure (after the reader's FIN). Any thread.
-    void withdraw(exposure *e) noexcept;
-    /// Read @p len bytes at @p remote_addr of (peer, from_worker)'s exposure named by
-    /// @p key into @p local. Completion as for send(); len 0 completes at once.
-    /// @return as send(), invalid_arg for a malformed key or a range outside it.
-    status get(std::uint32_t w, std::uint32_t peer, std::uint32_t from_worker, const void *key,
-               std::size_t key_len, std::uint64_t remote_addr, void *local, std::size_t len,
-               completion *done) noexcept;
+    /// A bulk message (see Bulk messages): like send(), with a payload of any size that
+    /// must stay valid until completion, never retry_nomem. @p sync: UCX's rendezvous
+    /// always, so that completion means the receiver has taken the payload.
+    /// @return inprogress (done->fn always later, from poll(w)), invalid_arg, system or a
+    /// mapped UCX error.
+    /// @context holds w's lock.
+    status send_bulk(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker,
+                     const void *header, std::size_t header_len, const void *payload,
+                     std::size_t payload_len, bool sync, completion *done) noexcept;
+    /// Take bulk payload @p b (given to on_message on worker w): its first @p capacity
+    /// bytes go into @p buf, or, when @p sink is set, to sink(sink_ctx, ...) in offset
+    /// order; the rest is dropped. b is consumed whatever the result.
+    /// @return ok (all written), inprogress (done->fn later, from poll(w)), or an error
+    /// (the payload is lost; logged).
+    /// @context holds w's lock.
+    status receive(std::uint32_t w, bulk *b, void *buf, std::size_t capacity, sink_fn sink,
+                   void *sink_ctx, completion *done) noexcept;
+    /// Give bulk payload @p b back unread (a rendezvous sender completes). @context holds
+    /// w's lock.
+    void release(std::uint32_t w, bulk *b) noexcept;
+    /// Size of @p b's payload, and whether it comes by UCX's rendezvous.
+    static std::size_t length(const bulk *b) noexcept;
+    static bool rendezvous(const bulk *b) noexcept;
 
     /// Progress worker w: UCX callbacks, deliveries, completions. Returns the number of
     /// events (UCX progress count + deliveries). Must not be called from a callback.
     int poll(std::uint32_t w) noexcept;
-    /// Whether send() or get() on worker w to (peer, to_worker) would start now rather than
+    /// Whether send() on worker w to (peer, to_worker) would start now rather than
     /// say retry_nomem (fewer than max_inflight operations in flight on that pair).
     /// @context holds w's lock.
     bool has_room(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker) const noexcept;

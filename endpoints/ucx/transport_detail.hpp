@@ -1,5 +1,6 @@
-// What transport.cpp and transport_rma.cpp share: the UCX handles, the per-worker state
-// (eps, sequence numbers, held arrivals, operation slots) and the wire formats.
+// What transport.cpp, transport_recv.cpp and transport_bulk.cpp share: the UCX handles,
+// the per-worker state (eps, sequence numbers, held arrivals, operation slots, bulk
+// handles) and the wire formats.
 #pragma once
 
 #include <atomic>
@@ -7,7 +8,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -19,19 +19,15 @@
 
 namespace mpiv::ep::ucx::detail {
 
-/// Active-message id of transport messages (same on every worker).
+/// Active-message ids of transport messages, send() and send_bulk() (same on every worker).
 constexpr unsigned k_am_id = 7;
+constexpr unsigned k_am_bulk_id = 8;
 /// Address blob: {u32 magic, u16 version, u16 W, W x {u32 len, bytes}}.
 constexpr std::uint32_t k_addr_magic = 0x4155564d; // "MVUA"
 constexpr std::uint16_t k_addr_version = 1;
 constexpr std::size_t k_addr_head = 8;
 /// Message header magic (with the version in its low byte).
 constexpr std::uint32_t k_msg_magic = 0x4d564d01;
-/// Key: {u32 magic, u16 version, u16 rkey_len, u64 base, u64 length, u32 check, u32 0}
-/// then UCX's packed rkey.
-constexpr std::uint32_t k_key_magic = 0x4b55564d; // "MVUK"
-constexpr std::uint16_t k_key_version = 1;
-constexpr std::size_t k_key_head = 32;
 /// Caller headers up to this size live inside the operation slot; larger ones on the heap.
 constexpr std::size_t k_slot_inline = 128;
 /// Teardown: eps closed per batch, and how long one batch may take.
@@ -64,10 +60,12 @@ struct ep_entry {
     std::unique_ptr<ep_ctx> ctx;
 };
 
-/// An early arrival, copied: caller header then payload.
+/// An early arrival, copied: caller header then payload (none for a bulk message, whose
+/// handle holds it).
 struct held_msg {
     std::unique_ptr<unsigned char[]> bytes;
     std::size_t header_len, payload_len;
+    bulk *b = nullptr;
 };
 
 /// Receive side of one pair (remote worker -> this worker).
@@ -77,19 +75,49 @@ struct rx_pair {
     std::map<std::uint32_t, held_msg> held;
 };
 
-/// An operation UCX has not completed yet (send or get). Lives in its worker's pool.
+/// An operation UCX has not completed yet (a send, or a bulk receive). Lives in its
+/// worker's pool.
 struct op_slot {
     state *st = nullptr;
     std::uint32_t w = 0;
     completion *done = nullptr;
     ep_entry *pair = nullptr;  // whose inflight count the operation holds
-    ucp_rkey_h rkey = nullptr; // get: destroyed at completion
+    // A bulk receive through the unpacker (a sink, or a buffer shorter than the payload):
+    // where bytes go, the payload's size, the next offset a sink takes, and pieces that
+    // came ahead of it.
+    void *buf = nullptr;
+    std::size_t capacity = 0, length = 0, next = 0;
+    sink_fn sink = nullptr;
+    void *sink_ctx = nullptr;
+    std::map<std::size_t, std::vector<unsigned char>> early;
     std::unique_ptr<unsigned char[]> big; // a header longer than k_slot_inline
     std::size_t big_len = 0;
     op_slot *next_free = nullptr;
     bool busy = false;
     alignas(8) unsigned char inline_hdr[k_transport_header + k_slot_inline];
 };
+
+} // namespace mpiv::ep::ucx::detail
+
+namespace mpiv::ep::ucx {
+
+/// A bulk payload (transport.hpp) until it is taken.
+struct bulk {
+    void *desc = nullptr;       // UCX's descriptor (rendezvous, or lent eager data), or null
+    const void *data = nullptr; // eager bytes: in desc, in copy, or valid during the callback
+    std::unique_ptr<unsigned char[]> copy;
+    std::size_t len = 0;
+    std::uint32_t worker = 0;
+    bool rndv = false;
+    bool in_callback = true; // the AM handler has not returned: it frees the handle
+    bool taken = false;      // receive() or release() had it (or it was dropped)
+    bool lost = false;       // no memory to keep its bytes: receive() fails
+    bulk *prev = nullptr, *next = nullptr; // the worker's live handles (freed at teardown)
+};
+
+} // namespace mpiv::ep::ucx
+
+namespace mpiv::ep::ucx::detail {
 
 /// One mpiv worker's UCX worker and everything only its owner touches.
 struct alignas(k_false_sharing) worker {
@@ -104,6 +132,7 @@ struct alignas(k_false_sharing) worker {
     std::vector<std::vector<ep_entry>> tx; // [peer][remote worker], sized lazily
     std::vector<std::vector<rx_pair>> rx;  // [peer][remote worker], sized lazily
     std::vector<std::unique_ptr<op_slot>> slots;
+    bulk *live = nullptr; // bulk handles not yet taken
     op_slot *free_slots = nullptr;
     std::vector<ucp_ep_h> to_close;  // failed eps, closed with FORCE by poll()
     std::vector<void *> closing;     // their close requests
@@ -134,14 +163,20 @@ struct state {
     std::vector<unsigned char> blob;
     std::size_t max_header = 0;
     bool destroying = false;
-    std::mutex exp_mutex; // guards the exposure list (withdraw() may run on any thread)
-    exposure *exposures = nullptr;
+    ucp_datatype_t unpacker = 0; // generic datatype of bulk receives that are not one buffer
 
     static void send_done(void *request, ucs_status_t s, void *user_data) noexcept;
     static void err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept;
+    static void recv_done(void *request, ucs_status_t s, std::size_t length,
+                          void *user_data) noexcept;
     static ucs_status_t am_recv(void *arg, const void *header, std::size_t header_len,
                                 void *data, std::size_t len,
                                 const ucp_am_recv_param_t *param) noexcept;
+    static ucs_status_t am_recv_bulk(void *arg, const void *header, std::size_t header_len,
+                                     void *data, std::size_t len,
+                                     const ucp_am_recv_param_t *param) noexcept;
+    ucs_status_t arrival(worker &wk, const void *header, std::size_t header_len, void *data,
+                         std::size_t len, const ucp_am_recv_param_t *param, bool is_bulk) noexcept;
 
     status get_ep(worker &wk, std::uint32_t peer, std::uint32_t remote_worker, ep_entry *&out,
                   const char *call) noexcept;
@@ -149,10 +184,15 @@ struct state {
     void put_slot(worker &wk, op_slot *slot) noexcept;
     void fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept;
     void deliver_arrival(worker &wk, const msg_header &h, const unsigned char *hdr,
-                         std::size_t hlen, const void *data, std::size_t len) noexcept;
+                         std::size_t hlen, const void *data, std::size_t len, bulk *b) noexcept;
+    bulk *new_bulk(worker &wk) noexcept;
+    void release_bulk(worker &wk, bulk *b) noexcept;
+    void free_bulk(worker &wk, bulk *b) noexcept;
     void close_all_eps() noexcept;
 };
 
+/// Create st.unpacker (transport_bulk.cpp).
+status make_unpacker(state &st) noexcept;
 /// UCX status -> mpiv status.
 status from_ucs(ucs_status_t s) noexcept;
 /// Log "ucx: <call>: <what>: <UCX string>" at error level and map the status.

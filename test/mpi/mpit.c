@@ -94,7 +94,7 @@ int main(int argc, char **argv)
                          "received", "bytes_received", "recv_posted", "recv_posted_matched",
                          "recv_cancelled", "unexpected", "wildcard_matches",
                          "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
-                         "backpressure", "cma_reads", "two_copy_pieces", "ucx_reads", "waits_slept",
+                         "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
                          "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "unexpected_now",
                          "unexpected_max", "posted_now"};

@@ -54,9 +54,9 @@ TESTS += %reldir%/test_endpoints
 noinst_HEADERS += %reldir%/ucx_fixture.hpp
 if HAVE_UCX
 check_PROGRAMS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
-	%reldir%/test_engine_ucx
+	%reldir%/test_ucx_transport_bulk %reldir%/test_engine_ucx
 TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
-	%reldir%/test_engine_ucx
+	%reldir%/test_ucx_transport_bulk %reldir%/test_engine_ucx
 %canon_reldir%_test_engine_ucx_SOURCES = %reldir%/test_engine_ucx.cc
 %canon_reldir%_test_engine_ucx_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
 %canon_reldir%_test_engine_ucx_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
@@ -66,4 +66,7 @@ TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
 %canon_reldir%_test_ucx_transport_input_SOURCES = %reldir%/test_ucx_transport_input.cc
 %canon_reldir%_test_ucx_transport_input_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
 %canon_reldir%_test_ucx_transport_input_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_ucx_transport_bulk_SOURCES = %reldir%/test_ucx_transport_bulk.cc
+%canon_reldir%_test_ucx_transport_bulk_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
+%canon_reldir%_test_ucx_transport_bulk_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
 endif

@@ -1,11 +1,12 @@
 // The engine over the UCX transport (engine_ucx.cpp): two engines in one process with
 // transports = UCX only, so each reaches the other over UCX on TCP over the loopback
-// interface. Covered: every protocol's sizes in both directions (rendezvous by zero-copy
-// reads, and in two copies when the receive cannot take a read, truncated or not); a peer
-// whose first
-// message arrives before this engine has its address (connected through the connect
-// callback, or reported as a fault without one); a send UCX could not finish at once goes
-// out while its sender makes no more calls (the flusher).
+// interface. Covered: every protocol's sizes in both directions, the receive posted before
+// the arrival (bytes taken inside the poll) and after it (taken by the deferred list);
+// bulk bytes into a sink and truncated, eager-sized and by UCX's rendezvous; a
+// synchronous send completes only after its match; a peer whose first message arrives
+// before this engine has its address (connected through the connect callback, or
+// reported as a fault without one); sends UCX could not finish at once, small or by
+// rendezvous, go out while their sender makes no more calls (the flusher).
 #include "test/gtest/endpoints/engine_fixture.hpp"
 
 #include "base/stats.hpp"
@@ -147,95 +148,144 @@ TEST_F(engine_ucx, every_protocol_both_ways)
     unsigned peer_transport = 0;
     ASSERT_EQ(eng_[0]->peer_transport(1, peer_transport), status::ok);
     EXPECT_EQ(peer_transport, MPIV_P2P_TRANSPORT_UCX);
-    // Inline sizes, one past the inline limit, eager-sized (rendezvous over UCX), large.
+    // Inline sizes, one past the inline limit (a bulk message from there on), eager-sized
+    // for UCX, large (UCX's rendezvous).
     const std::size_t sizes[] = {0, 1, 100, 416, 417, 4096, 4097, 100000, 3 * k_mib + 5};
-    std::size_t rendezvous = 0;
-    for (const std::size_t n : sizes) {
-        rendezvous += n > 416 ? 2 : 0;
-    }
     using mpiv::base::stats::counter;
-    const std::uint64_t reads = mpiv::base::stats::read(counter::ucx_reads);
+    const std::uint64_t rndv = mpiv::base::stats::read(counter::ucx_rndv);
     const std::uint64_t pieces = mpiv::base::stats::read(counter::two_copy_pieces);
     std::uint32_t seed = 1;
-    for (const std::size_t n : sizes) {
-        for (int from = 0; from < 2; ++from) {
-            const int to = 1 - from;
-            const std::vector<unsigned char> data = patterned(n, seed);
-            std::vector<unsigned char> got(n + 16, k_guard);
-            sop s;
-            rop r;
-            send(from, static_cast<std::int32_t>(seed), data.data(), n, s);
-            ASSERT_TRUE(s.rc == status::ok || s.rc == status::inprogress) << n;
-            recv(to, static_cast<std::int32_t>(seed), got.data(), n, r);
-            ASSERT_TRUE(r.rc == status::ok || r.rc == status::inprogress) << n;
-            ASSERT_TRUE(until([&] { return done(s) && done(r); })) << n << " bytes " << from;
-            const mpiv_p2p_status_t st = result(r);
-            EXPECT_EQ(st.error, MPIV_OK);
-            EXPECT_EQ(st.source, from);
-            EXPECT_EQ(st.bytes, n);
-            EXPECT_TRUE(intact(got.data(), n, seed)) << n << " bytes from " << from;
-            EXPECT_TRUE(guard_intact(got, n)) << n;
-            ++seed;
+    for (const bool posted_first : {true, false}) {
+        for (const std::size_t n : sizes) {
+            for (int from = 0; from < 2; ++from) {
+                const int to = 1 - from;
+                const std::vector<unsigned char> data = patterned(n, seed);
+                std::vector<unsigned char> got(n + 16, k_guard);
+                sop s;
+                rop r;
+                const auto tag = static_cast<std::int32_t>(seed);
+                if (posted_first) {
+                    recv(to, tag, got.data(), n, r);
+                    ASSERT_TRUE(r.rc == status::ok || r.rc == status::inprogress) << n;
+                }
+                const std::uint64_t unexpected = mpiv::base::stats::read(counter::unexpected);
+                send(from, tag, data.data(), n, s);
+                ASSERT_TRUE(s.rc == status::ok || s.rc == status::inprogress) << n;
+                if (!posted_first) {
+                    // The message waits unmatched: its bytes are taken from the list of
+                    // receives deferred to the worker's next poll.
+                    ASSERT_TRUE(until([&] {
+                        return mpiv::base::stats::read(counter::unexpected) > unexpected;
+                    })) << n;
+                    recv(to, tag, got.data(), n, r);
+                    ASSERT_TRUE(r.rc == status::ok || r.rc == status::inprogress) << n;
+                }
+                ASSERT_TRUE(until([&] { return done(s) && done(r); }))
+                    << n << " bytes from " << from;
+                const mpiv_p2p_status_t st = result(r);
+                EXPECT_EQ(st.error, MPIV_OK);
+                EXPECT_EQ(st.source, from);
+                EXPECT_EQ(st.bytes, n);
+                EXPECT_TRUE(intact(got.data(), n, seed)) << n << " bytes from " << from;
+                EXPECT_TRUE(guard_intact(got, n)) << n;
+                ++seed;
+            }
         }
     }
-    // Every rendezvous was one read of the sender's buffer, none in two copies.
-    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads) - reads, rendezvous);
+    // The 3 MiB messages came by UCX's rendezvous, and no message in two copies.
+    EXPECT_GE(mpiv::base::stats::read(counter::ucx_rndv) - rndv, 4u);
     EXPECT_EQ(mpiv::base::stats::read(counter::two_copy_pieces), pieces);
     std::lock_guard<std::mutex> guard(g_cb.mu);
     EXPECT_TRUE(g_cb.faults.empty());
 }
 
-// A receive into a sink (no buffer to read into) takes the rendezvous in two copies: the
-// sender, which exposed its buffer, withdraws it at the CTS and streams the pieces. A
-// truncating receive into a buffer reads only what fits.
-TEST_F(engine_ucx, rendezvous_without_a_read_and_truncated)
+// Bulk bytes into a sink (in offset order) and into a buffer shorter than the message
+// (only what fits is written), both when UCX sent them eagerly and by its rendezvous.
+TEST_F(engine_ucx, bulk_into_a_sink_and_truncated)
 {
     start(false, k_both);
     ASSERT_FALSE(HasFatalFailure());
     using mpiv::base::stats::counter;
-    constexpr std::size_t n = 300000;
-    const std::vector<unsigned char> data = patterned(n, 11);
+    const std::uint64_t pieces = mpiv::base::stats::read(counter::two_copy_pieces);
     struct sink_state {
         std::vector<unsigned char> got;
-    } sink;
+        bool in_order = true;
+    };
     const auto to_sink = [](void *ctx, std::size_t offset, const void *bytes, std::size_t len) {
         auto &s = *static_cast<sink_state *>(ctx);
-        if (s.got.size() < offset + len) {
-            s.got.resize(offset + len);
-        }
+        s.in_order = s.in_order && offset == s.got.size();
+        s.got.resize(std::max(s.got.size(), offset + len));
         std::memcpy(s.got.data() + offset, bytes, len);
     };
-    const std::uint64_t reads = mpiv::base::stats::read(counter::ucx_reads);
-    const std::uint64_t pieces = mpiv::base::stats::read(counter::two_copy_pieces);
-    sop s;
-    send(0, 11, data.data(), n, s);
-    rop r;
-    ep::recv_target to;
-    to.capacity = n;
-    to.sink = to_sink;
-    to.ctx = &sink;
-    r.rc = eng_[1]->irecv(*comm_[1], 0, 11, to, &r.rec, r.op, r.st);
-    ASSERT_TRUE(until([&] { return done(s) && done(r); }));
-    EXPECT_EQ(result(r).bytes, n);
-    ASSERT_EQ(sink.got.size(), n);
-    EXPECT_TRUE(intact(sink.got.data(), n, 11));
-    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads), reads);
-    EXPECT_GT(mpiv::base::stats::read(counter::two_copy_pieces), pieces);
+    std::int32_t tag = 10;
+    for (const std::size_t n : {std::size_t{3000}, 2 * k_mib + 3}) {
+        const std::vector<unsigned char> data = patterned(n, 11);
+        const std::uint64_t rndv = mpiv::base::stats::read(counter::ucx_rndv);
+        // The sink asks for all but the last 1000 bytes.
+        sink_state sink;
+        sop s;
+        send(0, ++tag, data.data(), n, s);
+        rop r;
+        ep::recv_target to;
+        to.capacity = n - 1000;
+        to.sink = to_sink;
+        to.ctx = &sink;
+        r.rc = eng_[1]->irecv(*comm_[1], 0, tag, to, &r.rec, r.op, r.st);
+        ASSERT_TRUE(until([&] { return done(s) && done(r); })) << n;
+        EXPECT_EQ(result(r).error, MPIV_ERR_TRUNCATE) << n;
+        EXPECT_EQ(result(r).bytes, n - 1000) << n;
+        ASSERT_EQ(sink.got.size(), n - 1000) << n;
+        EXPECT_TRUE(sink.in_order) << n;
+        EXPECT_TRUE(intact(sink.got.data(), n - 1000, 11)) << n;
 
-    // Truncated: a read of the first half, the status says so, nothing past it is written.
-    std::vector<unsigned char> half(n / 2 + 16, k_guard);
-    sop s2;
-    send(0, 12, data.data(), n, s2);
-    rop r2;
-    recv(1, 12, half.data(), n / 2, r2);
-    ASSERT_TRUE(until([&] { return done(s2) && done(r2); }));
-    EXPECT_EQ(result(r2).error, MPIV_ERR_TRUNCATE);
-    EXPECT_EQ(result(r2).bytes, n / 2);
-    EXPECT_TRUE(intact(half.data(), n / 2, 11));
-    EXPECT_TRUE(guard_intact(half, n / 2));
-    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_reads), reads + 1);
+        // Into half a buffer: the status says so, nothing past it is written.
+        std::vector<unsigned char> half(n / 2 + 16, k_guard);
+        sop s2;
+        send(0, ++tag, data.data(), n, s2);
+        rop r2;
+        recv(1, tag, half.data(), n / 2, r2);
+        ASSERT_TRUE(until([&] { return done(s2) && done(r2); })) << n;
+        EXPECT_EQ(result(r2).error, MPIV_ERR_TRUNCATE) << n;
+        EXPECT_EQ(result(r2).bytes, n / 2) << n;
+        EXPECT_TRUE(intact(half.data(), n / 2, 11)) << n;
+        EXPECT_TRUE(guard_intact(half, n / 2)) << n;
+        if (n > k_mib) {
+            EXPECT_EQ(mpiv::base::stats::read(counter::ucx_rndv) - rndv, 2u);
+        }
+    }
+    EXPECT_EQ(mpiv::base::stats::read(counter::two_copy_pieces), pieces);
     std::lock_guard<std::mutex> guard(g_cb.mu);
     EXPECT_TRUE(g_cb.faults.empty());
+}
+
+// A synchronous send of a size UCX would send eagerly completes only once the receiver
+// matched it (MPI_Ssend): it goes by UCX's rendezvous, whose completion says so.
+TEST_F(engine_ucx, sync_bulk_send_waits_for_its_match)
+{
+    start(false, k_both);
+    ASSERT_FALSE(HasFatalFailure());
+    using mpiv::base::stats::counter;
+    constexpr std::size_t n = 2000;
+    const std::vector<unsigned char> data = patterned(n, 21);
+    const std::uint64_t unexpected = mpiv::base::stats::read(counter::unexpected);
+    const std::uint64_t rndv = mpiv::base::stats::read(counter::ucx_rndv);
+    sop s;
+    s.rc = eng_[0]->isend(*comm_[0], 1, 0, 1, 21, data.data(), n, MPIV_P2P_SEND_SYNC, &s.rec,
+                          s.op, s.st);
+    ASSERT_EQ(s.rc, status::inprogress);
+    ASSERT_TRUE(until([&] { return mpiv::base::stats::read(counter::unexpected) > unexpected; }));
+    // Arrived and unmatched: keep both sides going a while; the send must not complete.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < end) {
+        pump();
+    }
+    EXPECT_FALSE(done(s)) << "a synchronous send completed before its match";
+    std::vector<unsigned char> got(n);
+    rop r;
+    recv(1, 21, got.data(), n, r);
+    ASSERT_TRUE(until([&] { return done(s) && done(r); }));
+    EXPECT_TRUE(intact(got.data(), n, 21));
+    EXPECT_EQ(mpiv::base::stats::read(counter::ucx_rndv) - rndv, 1u);
 }
 
 TEST_F(engine_ucx, first_message_connects_its_sender)
@@ -304,7 +354,8 @@ TEST_F(engine_ucx, send_goes_out_while_its_sender_makes_no_calls)
     // The first send to a peer meets an endpoint still wiring up: UCX keeps it, and only
     // progress on the sender's worker sends it. Engine 0 sends and is then never called
     // again by the test (as an MPI process that returned from MPI_Send and computes);
-    // engine 1's receive must still complete.
+    // engine 1's receive must still complete. Then a large send, whose bytes UCX's
+    // rendezvous moves only when the sender's worker answers the receiver.
     start(false, k_both);
     ASSERT_FALSE(HasFatalFailure());
     const std::vector<unsigned char> small = patterned(32, 9);
@@ -319,6 +370,19 @@ TEST_F(engine_ucx, send_goes_out_while_its_sender_makes_no_calls)
     ASSERT_TRUE(until([&] { return done(r); }, /*which=*/1)) << "the send never left engine 0";
     EXPECT_TRUE(intact(got.data(), got.size(), 9));
     EXPECT_TRUE(until([&] { return ep::engine_test_access::owed(*eng_[0]) == 0; }, 1));
+
+    const std::size_t n = 2 * k_mib;
+    const std::vector<unsigned char> large = patterned(n, 10);
+    sop s2;
+    send(0, 10, large.data(), n, s2);
+    ASSERT_EQ(s2.rc, status::inprogress);
+    std::vector<unsigned char> got2(n);
+    rop r2;
+    recv(1, 10, got2.data(), n, r2);
+    ASSERT_TRUE(until([&] { return done(r2); }, /*which=*/1)) << "the bytes never left engine 0";
+    EXPECT_TRUE(intact(got2.data(), n, 10));
+    // Engine 0's send completes from the flusher's polls too.
+    EXPECT_TRUE(until([&] { return done(s2); }, 1));
 }
 
 } // namespace

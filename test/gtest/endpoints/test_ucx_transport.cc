@@ -1,6 +1,6 @@
 // ucx::transport, the data path: round trips of every header and payload size class,
-// replies from inside on_message, per-pair order under many threads, large gets served by
-// the owner's progress, back-pressure, sleeping. Set-up in ucx_fixture.hpp.
+// replies from inside on_message, per-pair order under many threads, back-pressure,
+// sleeping (bulk messages: test_ucx_transport_bulk.cc). Set-up in ucx_fixture.hpp.
 #include "test/gtest/endpoints/ucx_fixture.hpp"
 
 namespace {
@@ -252,78 +252,6 @@ TEST_F(ucx_transport, per_pair_order_under_threads)
                         static_cast<unsigned long long>(st.dropped));
         }
     }
-}
-
-TEST_F(ucx_transport, get_large_served_by_owner_progress)
-{
-    make(2, 1);
-    transport &a = *nodes_[0]->t;
-    transport &b = *nodes_[1]->t;
-    constexpr std::size_t n = 4 << 20;
-    auto &src = hold<std::vector<unsigned char>>(n);
-    auto &dst = hold<std::vector<unsigned char>>(n, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-        src[i] = pattern(i, 42);
-    }
-    exposure *e = nullptr;
-    a.lock(0);
-    ASSERT_EQ(a.expose(0, src.data(), n, e), status::ok);
-    a.unlock(0);
-    ASSERT_NE(e, nullptr);
-    ASSERT_LE(e->key_len(), k_max_key);
-    std::printf("key: %zu bytes\n", e->key_len());
-    // The key and address travel in a message header, as the engine's RTS would carry them.
-    std::vector<unsigned char> rts(8 + e->key_len());
-    const std::uint64_t base = reinterpret_cast<std::uintptr_t>(src.data());
-    std::memcpy(rts.data(), &base, 8);
-    std::memcpy(rts.data() + 8, e->key(), e->key_len());
-    auto &cc = hold<counter_completion>();
-    status s = send_retry(*nodes_[0], 0, 1, 0, rts.data(), rts.size(), nullptr, 0, &cc.c);
-    ASSERT_TRUE(s == status::ok || s == status::inprogress);
-    ASSERT_TRUE(pump([&] { return nodes_[1]->count[0].load() == 1; }));
-    const message &m = nodes_[1]->got[0][0];
-    std::uint64_t raddr;
-    std::memcpy(&raddr, m.header.data(), 8);
-    const unsigned char *key = m.header.data() + 8;
-    const std::size_t key_len = m.header.size() - 8;
-
-    auto &gc = hold<counter_completion>();
-    b.lock(0);
-    s = b.get(0, 0, 0, key, key_len, raddr, dst.data(), n, &gc.c);
-    b.unlock(0);
-    ASSERT_TRUE(s == status::ok || s == status::inprogress);
-    // Only the reader polls for a while: on TCP the owner must progress, so nothing ends.
-    if (s == status::inprogress) {
-        const auto end = clk::now() + std::chrono::milliseconds(200);
-        while (clk::now() < end) {
-            b.lock(0);
-            (void)b.poll(0);
-            b.unlock(0);
-        }
-        std::printf("get without the owner polling: %s\n",
-                    gc.total() == 0 ? "not complete (as expected on TCP)" : "complete");
-        ASSERT_TRUE(pump([&] { return gc.total() == 1; }, 60));
-    }
-    EXPECT_EQ(gc.failed.load(), 0u);
-    EXPECT_TRUE(dst == src) << "4 MiB get: contents differ";
-
-    // A sub-range at an offset, and the last byte.
-    auto &part = hold<std::vector<unsigned char>>(1000, 0);
-    auto &pc = hold<counter_completion>();
-    b.lock(0);
-    s = b.get(0, 0, 0, key, key_len, raddr + 12345, part.data(), part.size(), &pc.c);
-    b.unlock(0);
-    ASSERT_TRUE(s == status::ok || s == status::inprogress);
-    ASSERT_TRUE(pump([&] { return s == status::ok || pc.total() == 1; }));
-    EXPECT_EQ(0, std::memcmp(part.data(), src.data() + 12345, part.size()));
-    auto &last = hold<unsigned char>(0);
-    auto &lc = hold<counter_completion>();
-    b.lock(0);
-    s = b.get(0, 0, 0, key, key_len, raddr + n - 1, &last, 1, &lc.c);
-    b.unlock(0);
-    ASSERT_TRUE(pump([&] { return s == status::ok || lc.total() == 1; }));
-    EXPECT_EQ(last, src[n - 1]);
-    a.withdraw(e);
 }
 
 TEST_F(ucx_transport, retry_at_max_inflight)

@@ -44,12 +44,13 @@ struct transport_test_access {
         raw(t, w, full.data(), full.size(), data, len);
     }
     static void raw(transport &t, std::uint32_t w, const void *hdr, std::size_t hlen,
-                    const void *data, std::size_t len, std::uint64_t attr = 0)
+                    const void *data, std::size_t len, std::uint64_t attr = 0,
+                    bool bulk = false)
     {
         ucp_am_recv_param_t prm{};
         prm.recv_attr = attr;
-        (void)detail::state::am_recv(&t.st_->workers[w], hdr, hlen, const_cast<void *>(data),
-                                     len, &prm);
+        (void)(bulk ? detail::state::am_recv_bulk : detail::state::am_recv)(
+            &t.st_->workers[w], hdr, hlen, const_cast<void *>(data), len, &prm);
     }
 };
 } // namespace mpiv::ep::ucx
@@ -62,7 +63,7 @@ using mpiv::ep::ucx::transport_test_access;
 using mpiv::test::log_capture;
 using clk = std::chrono::steady_clock;
 
-unsigned char pattern(std::size_t i, std::uint32_t seed)
+inline unsigned char pattern(std::size_t i, std::uint32_t seed)
 {
     return static_cast<unsigned char>((i * 131 + seed * 17 + 5) ^ (i >> 8));
 }
@@ -70,6 +71,8 @@ unsigned char pattern(std::size_t i, std::uint32_t seed)
 struct message {
     std::uint32_t worker, peer, from_worker;
     std::vector<unsigned char> header, payload;
+    bulk *b = nullptr;     // a bulk message's handle (taken by the test or on_bulk)
+    std::size_t bulk_len = 0;
 };
 
 // One process's transport and what arrived at it. Each worker's list is touched only by
@@ -82,18 +85,33 @@ struct node {
     std::vector<std::pair<std::uint32_t, std::string>> failures;
     bool keep = true; // store messages (off in the stress test)
     std::function<void(std::uint32_t, const message &)> hook;
+    // A bulk message: take or keep m.b (set m.b to null once given to receive/release).
+    // Without it, handles are released unread.
+    std::function<void(std::uint32_t, message &)> on_bulk;
 
     node(std::uint32_t w) : got(w), count(w) {}
 
     static void on_message(void *ctx, std::uint32_t w, std::uint32_t peer, std::uint32_t fw,
-                           const void *h, std::size_t hl, const void *p, std::size_t pl)
+                           const void *h, std::size_t hl, const void *p, std::size_t pl,
+                           bulk *b)
     {
         auto *n = static_cast<node *>(ctx);
         message m{w, peer, fw, {}, {}};
         m.header.assign(static_cast<const unsigned char *>(h),
                         static_cast<const unsigned char *>(h) + hl);
-        m.payload.assign(static_cast<const unsigned char *>(p),
-                         static_cast<const unsigned char *>(p) + pl);
+        if (b != nullptr) {
+            m.b = b;
+            m.bulk_len = pl;
+            if (n->on_bulk) {
+                n->on_bulk(w, m);
+            } else {
+                n->t->release(w, b);
+                m.b = nullptr;
+            }
+        } else {
+            m.payload.assign(static_cast<const unsigned char *>(p),
+                             static_cast<const unsigned char *>(p) + pl);
+        }
         if (n->hook) {
             n->hook(w, m);
         }
