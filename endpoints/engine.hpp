@@ -526,7 +526,7 @@ class engine {
     void free_deferred() noexcept; // teardown: receives never started
     static void ucx_took(ucx::completion *c, status s) noexcept;
     static void ucx_bulk_sent(ucx::completion *c, status s) noexcept;
-    // Lock worker @p w for a call from this thread (see send_ucx); false: not now. Sets
+    // Try to lock worker @p w for a call from this thread (see send_ucx); false: busy. Sets
     // @p held when the thread already holds it (inside its poll): then nothing to unlock.
     bool lock_worker(std::uint32_t w, bool &held) noexcept;
     // Sends UCX took but has not finished (the endpoint still wiring up, the socket

@@ -35,10 +35,6 @@ inline thread_local int tl_draining __attribute__((tls_model("initial-exec"))) =
 // or null.
 inline thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) =
     nullptr;
-// Set while the calling thread holds a peer's outbound-list lock (engine::drain_peer()):
-// a UCX push from there only tries the worker's lock, as a poller holding that lock may
-// wait for the list's (engine::send_ucx()).
-inline thread_local bool tl_out_locked __attribute__((tls_model("initial-exec"))) = false;
 
 // ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
 // one slot through two mappings at different addresses (two engines of one process in

@@ -191,7 +191,6 @@ int engine::drain_peer(peer_state &p) noexcept
         if (!lock.owns_lock()) {
             return 0;
         }
-        detail::tl_out_locked = true;
         while (!p.out.empty() && ndone < k_batch) {
             outbound &item = p.out.front();
             bool waits = true;
@@ -230,7 +229,6 @@ int engine::drain_peer(peer_state &p) noexcept
             outbound_count_.fetch_sub(1, std::memory_order_relaxed);
             ++events;
         }
-        detail::tl_out_locked = false;
     }
     for (std::size_t i = 0; i < ndone; ++i) {
         params_.complete(done[i].user, &done[i].st);

@@ -276,10 +276,11 @@ void engine::pthread_wait(waiter &w) noexcept
         pthread_wait_slow(w, k_spin_polls_alone); // the only waiter
         return;
     }
-    // Relaxed: only sizes the spin.
-    const int spins = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) == 0
-                          ? k_spin_polls_alone
-                          : k_spin_polls_crowd;
+    // Relaxed: only sizes the spin. With UCX a poll costs system calls (UCX's TCP progress
+    // is an epoll_wait): the long spin of a lone waiter would hold the PU for ~10 ms.
+    const bool alone = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) == 0;
+    const int spins =
+        alone && !ucx_up_.load(std::memory_order_relaxed) ? k_spin_polls_alone : k_spin_polls_crowd;
     pthread_wait_slow(w, spins);
     pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -320,7 +321,11 @@ void engine::pthread_wait_slow(waiter &w, int spins) noexcept
     // that the thread whose message just came in, or the server, runs at once. Parking
     // instead costs a futex wake-up per message, tens of microseconds on a virtual
     // machine: with 16 threads per core the ping-pong rate is several times lower.
-    if (spins == k_spin_polls_crowd || !inline_progress) {
+    // With UCX a waiter in a crowd parks at once: every look is a system call, and the
+    // scheduler ranks a thread that yielded many times behind the others once its message
+    // has come.
+    const bool watch = spins == k_spin_polls_crowd && !ucx_up_.load(std::memory_order_relaxed);
+    if (watch || !inline_progress) {
         const auto deadline =
             std::chrono::steady_clock::now() + std::chrono::microseconds(params_.idle_us);
         do {
@@ -399,9 +404,16 @@ void engine::owner_loop(waiter &w) noexcept
     // microseconds on a virtual machine, during which its peer runs out of polls and falls
     // asleep too, and so on, one sleep per message.
     idle_timer idle(params_.idle_us);
+    // With UCX, the owner of a crowd hands the PU on after polls that found work: the
+    // threads whose receives it completed were parked and need the PU to go on.
+    const bool hand_on = ucx_up_.load(std::memory_order_relaxed);
     while (w.remaining.load(std::memory_order_seq_cst) > 0) {
         if (progress() > 0) {
             idle.busy();
+            // Relaxed: a hint.
+            if (hand_on && pthread_waiters_.load(std::memory_order_relaxed) > 1) {
+                std::this_thread::yield();
+            }
         } else if (idle.spent()) {
             base::stats::add(base::stats::counter::waits_slept);
             doze([&w] { return w.remaining.load(std::memory_order_seq_cst) > 0; });
