@@ -634,7 +634,8 @@ class engine {
     void server_loop() noexcept;
     bool inbound_idle() noexcept;
     void pthread_wait(waiter &w) noexcept;
-    void pthread_wait_slow(waiter &w, int spins) noexcept;
+    // @p crowd: other threads of the process wait too.
+    void pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept;
     void owner_loop(waiter &w) noexcept;
     // Sleep on this segment's doorbell (rung by senders and local posters; at most
     // k_doorbell_timeout_ns) unless something is to be done or still() turns false.
