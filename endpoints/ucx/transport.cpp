@@ -212,6 +212,66 @@ status state::get_ep(worker &wk, std::uint32_t pi, std::uint32_t rw, ep_entry *&
     return status::ok;
 }
 
+status state::post_am(worker &wk, ep_entry &e, std::uint32_t to_worker, unsigned id,
+                      const void *header, std::size_t header_len, const void *payload,
+                      std::size_t payload_len, std::uint32_t flags, bool always_request,
+                      bool counted, completion *done, const char *call) noexcept
+{
+    op_slot *slot = take_slot(wk);
+    if (slot == nullptr) {
+        base::log(base::log_level::error, "ucx: %s: no memory for an operation slot", call);
+        return status::nomem;
+    }
+    // The headers live in the slot until completion (UCX 1.13 keeps the pointer).
+    const std::size_t total = k_transport_header + header_len;
+    unsigned char *hbuf = slot->inline_hdr;
+    if (total > sizeof slot->inline_hdr) {
+        if (slot->big_len < total) {
+            slot->big.reset(new (std::nothrow) unsigned char[total]);
+            slot->big_len = slot->big ? total : 0;
+            if (!slot->big) {
+                put_slot(wk, slot);
+                base::log(base::log_level::error, "ucx: %s: no memory for a %zu-byte header",
+                          call, total);
+                return status::nomem;
+            }
+        }
+        hbuf = slot->big.get();
+    }
+    const msg_header h{k_msg_magic, p.self, static_cast<std::uint16_t>(wk.index),
+                       static_cast<std::uint16_t>(to_worker), e.next_seq};
+    std::memcpy(hbuf, &h, sizeof h);
+    if (header_len > 0) {
+        std::memcpy(hbuf + sizeof h, header, header_len);
+    }
+    slot->done = done;
+    ucp_request_param_t prm;
+    prm.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    if (always_request) {
+        prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    }
+    prm.flags = flags;
+    prm.cb.send = &state::send_done;
+    prm.user_data = slot;
+    void *req = ucp_am_send_nbx(e.ep, id, hbuf, total, payload, payload_len, &prm);
+    if (UCS_PTR_IS_ERR(req)) {
+        put_slot(wk, slot);
+        return ucs_error(call, "ucp_am_send_nbx", UCS_PTR_STATUS(req));
+    }
+    ++e.next_seq;
+    if (req == nullptr) {
+        put_slot(wk, slot);
+        return status::ok;
+    }
+    ++wk.inflight;
+    if (counted) {
+        ++e.inflight;
+        slot->pair = &e;
+    }
+    return status::inprogress;
+}
+
 void state::close_all_eps() noexcept
 {
     // Every worker's eps, closed together while every worker progresses: a flush close of
@@ -640,54 +700,8 @@ status transport::send(std::uint32_t w, std::uint32_t pi, std::uint32_t to_worke
     if (e->inflight >= st.p.max_inflight) {
         return status::retry_nomem;
     }
-    detail::op_slot *slot = st.take_slot(wk);
-    if (slot == nullptr) {
-        base::log(base::log_level::error, "ucx: send: no memory for an operation slot");
-        return status::nomem;
-    }
-    const std::size_t total = k_transport_header + header_len;
-    unsigned char *hbuf = slot->inline_hdr;
-    if (total > sizeof slot->inline_hdr) {
-        if (slot->big_len < total) {
-            slot->big.reset(new (std::nothrow) unsigned char[total]);
-            slot->big_len = slot->big ? total : 0;
-            if (!slot->big) {
-                st.put_slot(wk, slot);
-                base::log(base::log_level::error, "ucx: send: no memory for a %zu-byte header",
-                          total);
-                return status::nomem;
-            }
-        }
-        hbuf = slot->big.get();
-    }
-    const detail::msg_header h{detail::k_msg_magic, st.p.self, static_cast<std::uint16_t>(w),
-                               static_cast<std::uint16_t>(to_worker), e->next_seq};
-    std::memcpy(hbuf, &h, sizeof h);
-    if (header_len > 0) {
-        std::memcpy(hbuf + sizeof h, header, header_len);
-    }
-    slot->done = done;
-    ucp_request_param_t prm;
-    prm.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_AM_SEND_FLAG_EAGER;
-    prm.cb.send = &state::send_done;
-    prm.user_data = slot;
-    void *req = ucp_am_send_nbx(e->ep, detail::k_am_id, hbuf, total, payload, payload_len, &prm);
-    if (req == nullptr) {
-        ++e->next_seq;
-        st.put_slot(wk, slot);
-        return status::ok;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        st.put_slot(wk, slot);
-        return detail::ucs_error("send", "ucp_am_send_nbx", UCS_PTR_STATUS(req));
-    }
-    ++e->next_seq;
-    ++wk.inflight;
-    ++e->inflight;
-    slot->pair = e;
-    return status::inprogress;
+    return st.post_am(wk, *e, to_worker, detail::k_am_id, header, header_len, payload,
+                      payload_len, UCP_AM_SEND_FLAG_EAGER, false, true, done, "send");
 }
 
 bool transport::has_room(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker) const noexcept

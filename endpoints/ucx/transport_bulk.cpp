@@ -172,53 +172,27 @@ status transport::send_bulk(std::uint32_t w, std::uint32_t pi, std::uint32_t to_
 {
     state &st = *st_;
     if (w >= workers_ || pi >= st.p.num_peers || header_len > max_header_ ||
-        header_len > detail::k_slot_inline || (header_len > 0 && header == nullptr) ||
-        (payload_len > 0 && payload == nullptr) || done == nullptr) {
+        (header_len > 0 && header == nullptr) || (payload_len > 0 && payload == nullptr) ||
+        done == nullptr) {
         base::log(base::log_level::error,
                   "ucx: send_bulk: bad arguments (worker %u of %u, peer %u of %u, header %zu of "
                   "%zu, header %s, payload %s, done %s)",
-                  w, workers_, pi, st.p.num_peers, header_len,
-                  std::min(max_header_, detail::k_slot_inline), header ? "set" : "null",
-                  payload ? "set" : "null", done ? "set" : "null");
+                  w, workers_, pi, st.p.num_peers, header_len, max_header_,
+                  header ? "set" : "null", payload ? "set" : "null", done ? "set" : "null");
         return status::invalid_arg;
     }
     worker &wk = st.workers[w];
     detail::ep_entry *e = nullptr;
-    status r = st.get_ep(wk, pi, to_worker, e, "send_bulk");
+    const status r = st.get_ep(wk, pi, to_worker, e, "send_bulk");
     if (r != status::ok) {
         return r;
     }
-    detail::op_slot *slot = st.take_slot(wk);
-    if (slot == nullptr) {
-        base::log(base::log_level::error, "ucx: send_bulk: no memory for an operation slot");
-        return status::nomem;
-    }
-    const detail::msg_header h{detail::k_msg_magic, st.p.self, static_cast<std::uint16_t>(w),
-                               static_cast<std::uint16_t>(to_worker), e->next_seq};
-    unsigned char *hbuf = slot->inline_hdr; // lives until completion (UCX 1.13 keeps it)
-    std::memcpy(hbuf, &h, sizeof h);
-    if (header_len > 0) {
-        std::memcpy(hbuf + sizeof h, header, header_len);
-    }
-    slot->done = done;
-    ucp_request_param_t prm;
-    // Always a request: the completion comes from a later poll, never inside this call
-    // (whose caller may hold locks that a completion's continuation takes).
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.flags = sync ? UCP_AM_SEND_FLAG_RNDV : 0;
-    prm.cb.send = &state::send_done;
-    prm.user_data = slot;
-    void *req = ucp_am_send_nbx(e->ep, detail::k_am_bulk_id, hbuf, sizeof h + header_len,
-                                payload, payload_len, &prm);
-    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
-        st.put_slot(wk, slot);
-        return detail::ucs_error("send_bulk", "ucp_am_send_nbx",
-                                 req == nullptr ? UCS_ERR_NO_MESSAGE : UCS_PTR_STATUS(req));
-    }
-    ++e->next_seq;
-    ++wk.inflight; // (not the pair's: see Bulk messages)
-    return status::inprogress;
+    // Always a request (the completion comes from a later poll, never inside this call,
+    // whose caller may hold locks that a completion's continuation takes), and not counted
+    // toward the pair's max_inflight (see Bulk messages).
+    return st.post_am(wk, *e, to_worker, detail::k_am_bulk_id, header, header_len, payload,
+                      payload_len, sync ? UCP_AM_SEND_FLAG_RNDV : 0, true, false, done,
+                      "send_bulk");
 }
 
 status transport::receive(std::uint32_t w, bulk *b, void *buf, std::size_t capacity, sink_fn sink,

@@ -181,6 +181,14 @@ struct state {
     status get_ep(worker &wk, std::uint32_t peer, std::uint32_t remote_worker, ep_entry *&out,
                   const char *call) noexcept;
     op_slot *take_slot(worker &wk) noexcept;
+    // One active message @p id on pair @p e (worker wk -> to_worker): the transport header
+    // with e's next sequence number, then the caller's, copied into a slot that lives until
+    // completion. @p always_request: UCX never completes it inside the call. @p counted:
+    // it holds one of the pair's max_inflight. @return ok, inprogress or an error.
+    status post_am(worker &wk, ep_entry &e, std::uint32_t to_worker, unsigned id,
+                   const void *header, std::size_t header_len, const void *payload,
+                   std::size_t payload_len, std::uint32_t flags, bool always_request,
+                   bool counted, completion *done, const char *call) noexcept;
     void put_slot(worker &wk, op_slot *slot) noexcept;
     void fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept;
     void deliver_arrival(worker &wk, const msg_header &h, const unsigned char *hdr,
