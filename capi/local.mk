@@ -7,4 +7,6 @@ libmpiv_la_SOURCES = \
 	%reldir%/capi_sched.cpp \
 	%reldir%/capi_p2p.cpp
 libmpiv_la_LIBADD = libmpiv_core.la
-libmpiv_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^mpiv_'
+libmpiv_la_LDFLAGS = -version-info 0:0:0 $(MPIV_EXPORT_LDFLAGS)
+libmpiv_la_DEPENDENCIES = libmpiv_core.la %reldir%/libmpiv.map
+EXTRA_DIST += %reldir%/libmpiv.map
