@@ -40,6 +40,18 @@ namespace mpiv::base::stats {
                                  "included)")                                                   \
     X(received, "messages", "Messages delivered to receives (any protocol)")                    \
     X(bytes_received, "bytes", "Bytes delivered to receives (any protocol)")                    \
+    X(shm_sent, "messages", "Messages sent over shared memory (to this node's processes and "   \
+                            "to this process itself), any protocol")                            \
+    X(shm_bytes_sent, "bytes", "Bytes of messages sent over shared memory")                     \
+    X(shm_received, "messages", "Messages delivered to receives that came over shared memory "  \
+                                "(or from this process itself)")                                \
+    X(shm_bytes_received, "bytes", "Bytes delivered to receives from messages that came over "  \
+                                   "shared memory")                                             \
+    X(ucx_sent, "messages", "Messages sent over the UCX network transport, any protocol")      \
+    X(ucx_bytes_sent, "bytes", "Bytes of messages sent over UCX")                               \
+    X(ucx_received, "messages", "Messages delivered to receives that came over UCX")           \
+    X(ucx_bytes_received, "bytes", "Bytes delivered to receives from messages that came over "  \
+                                   "UCX")                                                       \
     X(unexpected, "messages",                                                                   \
       "Messages that arrived before a matching receive was posted (or before their turn)")      \
     X(recv_posted, "receives", "Receives posted before their message arrived (they waited in "  \

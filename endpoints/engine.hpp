@@ -546,9 +546,9 @@ class engine {
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;
-    // Count a message pushed (base/stats.hpp): its protocol and bytes.
-    [[gnu::always_inline]] void count_sent(wire_kind kind, std::uint8_t flags,
-                                           std::uint64_t bytes) noexcept;
+    // Count a message pushed to @p peer (base/stats.hpp): its protocol, transport, bytes.
+    [[gnu::always_inline]] void count_sent(std::uint32_t peer, wire_kind kind,
+                                           std::uint8_t flags, std::uint64_t bytes) noexcept;
     // Queue @p item behind what waits for @p peer.
     void post_outbound(std::uint32_t peer, const outbound &item) noexcept;
     // Push @p w (then @p more_bytes of @p more) into one of @p peer's queues (over UCX,

@@ -216,8 +216,15 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
 {
     const wire &w = m.w;
     const std::size_t n = std::min<std::size_t>(w.size, to.capacity);
-    base::stats::add(base::stats::counter::received);
-    base::stats::add(base::stats::counter::bytes_received, n);
+    {
+        using base::stats::add;
+        using base::stats::counter;
+        add(counter::received);
+        add(counter::bytes_received, n);
+        const bool ucx = peers_[w.from].ucx; // (checked on arrival: a connected peer)
+        add(ucx ? counter::ucx_received : counter::shm_received);
+        add(ucx ? counter::ucx_bytes_received : counter::shm_bytes_received, n);
+    }
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     wire_kind control = wire_kind::pad; // what the sender waits for: ack, fin or nothing
     switch (w.kind) {

@@ -125,7 +125,7 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
 #endif
         return false; // keeps its packet: only a queue slot is missing
     }
-    count_sent(kind, flags, size);
+    count_sent(op.peer, kind, flags, size);
     if (!waits) {
         op.packet = nullptr; // (a send that waits for ACK/FIN may be done and reused now)
     }
@@ -318,14 +318,18 @@ inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::i
               bytes - head)) {
         return false;
     }
-    count_sent(wire_kind::eager_inline, 0, bytes);
+    count_sent(peer, wire_kind::eager_inline, 0, bytes);
     return true;
 }
 
-inline void engine::count_sent(wire_kind kind, std::uint8_t flags, std::uint64_t bytes) noexcept
+inline void engine::count_sent(std::uint32_t peer, wire_kind kind, std::uint8_t flags,
+                               std::uint64_t bytes) noexcept
 {
     using base::stats::add;
     using base::stats::counter;
+    const bool ucx = peers_[peer].ucx;
+    add(ucx ? counter::ucx_sent : counter::shm_sent);
+    add(ucx ? counter::ucx_bytes_sent : counter::shm_bytes_sent, bytes);
     switch (kind) {
     case wire_kind::eager_inline:
         add(counter::sent_inline);

@@ -16,6 +16,10 @@
  *           one cancelled), recv_posted_matched 1, recv_cancelled 1; unexpected_now and
  *           posted_now back to 0.
  * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
+ * The transport counters split the same traffic: shm_* count it all (shared memory), ucx_*
+ * none. With the argument "ucx" (run with pml_mpiv_transports ucx) it is the other way
+ * round, and the 2 KiB messages go by rendezvous (UCX has no packets: above the inline
+ * size a message travels as one UCX active message with its bytes), with no CMA read.
  */
 #include "mpi_test.h"
 
@@ -79,6 +83,24 @@ static void expect_delta(const unsigned long long *before, const unsigned long l
     MT_EXPECT_EQ(what, want, after[i] - before[i]);
 }
 
+/* The transport counters: @p msgs messages and @p bytes bytes each way over the transport
+ * in use (@p ucx), none over the other. */
+static void expect_transport(const unsigned long long *before, const unsigned long long *after,
+                             int ucx, unsigned long long sent, unsigned long long bytes_sent,
+                             unsigned long long received, unsigned long long bytes_received)
+{
+    const char *use = ucx ? "ucx" : "shm", *other = ucx ? "shm" : "ucx";
+    const char *what[] = {"sent", "bytes_sent", "received", "bytes_received"};
+    const unsigned long long want[] = {sent, bytes_sent, received, bytes_received};
+    char name[64];
+    for (int i = 0; i < 4; ++i) {
+        snprintf(name, sizeof(name), "%s_%s", use, what[i]);
+        expect_delta(before, after, name, want[i]);
+        snprintf(name, sizeof(name), "%s_%s", other, what[i]);
+        expect_delta(before, after, name, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static unsigned char buf[RNDV][65536], eager[EAGER][2048];
@@ -87,11 +109,18 @@ int main(int argc, char **argv)
     MPI_Status status;
     mt_init(&argc, &argv, "mpit", MPI_THREAD_SINGLE);
     MT_CHECK(2 == mt_size, "runs on 2 processes, not %d", mt_size);
+    const int ucx = argc > 1 && 0 == strcmp(argv[1], "ucx");
+    /* Over UCX the 2 KiB messages go by rendezvous too. */
+    const unsigned long long eager_n = ucx ? 0 : EAGER, rndv_n = ucx ? EAGER + RNDV : RNDV;
+    const unsigned long long rndv_bytes = RNDV * 65536ULL + (ucx ? EAGER * 2048ULL : 0);
+    const unsigned long long all_bytes = (INLINE + 1) * sizeof(long) + EAGER * 2048 + RNDV * 65536;
     open_vars();
     /* Every counter of the runtime, and the two levels. */
     const char *all[] = {"sent_inline", "sent_eager", "sent_rendezvous", "sent_gather",
                          "sent_streamed", "bytes_inline", "bytes_eager", "bytes_rendezvous",
-                         "received", "bytes_received", "recv_posted", "recv_posted_matched",
+                         "received", "bytes_received", "shm_sent", "shm_bytes_sent",
+                         "shm_received", "shm_bytes_received", "ucx_sent", "ucx_bytes_sent",
+                         "ucx_received", "ucx_bytes_received", "recv_posted", "recv_posted_matched",
                          "recv_cancelled", "unexpected", "wildcard_matches",
                          "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
@@ -124,12 +153,14 @@ int main(int argc, char **argv)
         read_all(after);
         expect_delta(before, after, "sent_inline", INLINE + 1);
         expect_delta(before, after, "bytes_inline", (INLINE + 1) * sizeof(long));
-        expect_delta(before, after, "sent_eager", EAGER);
-        expect_delta(before, after, "bytes_eager", EAGER * 2048);
-        expect_delta(before, after, "sent_rendezvous", RNDV);
-        expect_delta(before, after, "bytes_rendezvous", RNDV * 65536);
+        expect_delta(before, after, "sent_eager", eager_n);
+        expect_delta(before, after, "bytes_eager", eager_n * 2048);
+        expect_delta(before, after, "sent_rendezvous", rndv_n);
+        expect_delta(before, after, "bytes_rendezvous", rndv_bytes);
         expect_delta(before, after, "received", 1);
         expect_delta(before, after, "bytes_received", sizeof(long));
+        expect_transport(before, after, ucx, INLINE + EAGER + RNDV + 1, all_bytes, 1,
+                         sizeof(long));
     } else {
         MT_CALL(MPI_Send(&word, 1, MPI_LONG, 0, 1, MPI_COMM_WORLD)); /* go */
         MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0, 2, MPI_COMM_WORLD, &status)); /* done */
@@ -162,11 +193,12 @@ int main(int argc, char **argv)
         expect_delta(before, after, "sent_inline", 1);
         expect_delta(before, after, "bytes_inline", sizeof(long));
         expect_delta(before, after, "received", INLINE + EAGER + RNDV + 1);
-        expect_delta(before, after, "bytes_received",
-                     (INLINE + 1) * sizeof(long) + EAGER * 2048 + RNDV * 65536);
+        expect_delta(before, after, "bytes_received", all_bytes);
+        expect_transport(before, after, ucx, 1, sizeof(long), INLINE + EAGER + RNDV + 1,
+                         all_bytes);
         expect_delta(before, after, "unexpected", INLINE + EAGER + RNDV);
         expect_delta(before, after, "wildcard_matches", 1);
-        expect_delta(before, after, "cma_reads", RNDV);
+        expect_delta(before, after, "cma_reads", ucx ? 0 : RNDV);
         expect_delta(before, after, "recv_posted", 2);
         expect_delta(before, after, "recv_posted_matched", 1);
         expect_delta(before, after, "recv_cancelled", 1);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # stats.sh: mpiv's observability under pml mpiv:
 #   - mpit: every counter is an MPI_T performance variable, and known traffic changes
-#     them by exactly what it should;
+#     them by exactly what it should, over shared memory and over UCX;
 #   - pml_mpiv_stats 1 and 2: each process prints its non-zero counters at MPI_Finalize,
 #     one line each ("pml mpiv stats: rank R: NAME VALUE UNIT", per thread at 2);
 #   - pml_mpiv_verbose 2 states the placement: the process binding, progress (server PU or
@@ -20,6 +20,17 @@ if "$here/run.sh" mpit 2 >"$log" 2>&1; then
 else
     cat "$log"
     echo "FAIL mpit"
+    status=1
+fi
+# The same traffic over the UCX transport: the ucx_* counters take it.
+if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_transports ucx -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo" \
+    "$here/run.sh" mpit 2 ucx >"$log" 2>&1; then
+    echo "PASS mpit ucx: MPI_T performance variables, traffic over UCX"
+elif grep -q "built without UCX" "$log"; then
+    echo "SKIP mpit ucx: this mpiv was built without UCX"
+else
+    cat "$log"
+    echo "FAIL mpit ucx"
     status=1
 fi
 
