@@ -148,6 +148,15 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_l
     return MPIV_OK;
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_track_posted(mpiv_p2p_t *engine, int on)
+{
+    if (engine == nullptr) {
+        return null_arg(__func__, "engine");
+    }
+    eng(engine)->track_posted(on != 0);
+    return MPIV_OK;
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_create(mpiv_p2p_t *engine, uint16_t cid,
                                                        int32_t size, unsigned assertions,
                                                        mpiv_p2p_comm_t **comm_p)

@@ -244,6 +244,7 @@ struct pull_state {
 
 struct recv_op : match::recv_node {
     op_type type;
+    bool leveled; // counted in engine::posted_level_ (set before it is posted)
     comm_state *comm;
     void *user;
     recv_target to;
@@ -462,6 +463,23 @@ class engine {
         const std::int64_t held = held_.load(std::memory_order_relaxed);
         l.held = held > 0 ? static_cast<std::uint64_t>(held) : 0;
         l.held_max = static_cast<std::uint64_t>(held_max_.load(std::memory_order_relaxed));
+        l.posted_max = static_cast<std::uint64_t>(posted_max_.load(std::memory_order_relaxed));
+        l.posted_tracked = track_posted_.load(std::memory_order_relaxed) ? 1 : 0;
+    }
+
+    /// Count the receives that wait in the posted lists in one process-wide level, for its
+    /// exact high-water mark (mpiv_p2p_track_posted): on or off.
+    /// Turning it on starts a new mark at the current level.
+    void track_posted(bool on) noexcept
+    {
+        // Relaxed: a switch for statistics; a receive posted meanwhile is counted or not,
+        // and its own flag (recv_op::leveled) keeps its add and its subtract paired.
+        if (on && !track_posted_.exchange(true, std::memory_order_relaxed)) {
+            posted_max_.store(posted_level_.load(std::memory_order_relaxed),
+                              std::memory_order_relaxed);
+        } else if (!on) {
+            track_posted_.store(false, std::memory_order_relaxed);
+        }
     }
 
     /// Largest message sent inline (in the queue, done at once): MPIV_P2P_INLINE_MAX, or
@@ -663,6 +681,7 @@ class engine {
     std::unique_ptr<deferred_list[]> deferred_; // [UCX worker]
 #endif
     std::atomic<bool> ucx_up_{false}; // the UCX transport runs: waits poll it, never sleep
+    std::atomic<bool> track_posted_{false}; // see track_posted() (read-mostly line)
     std::vector<unsigned char> address_; // see address()
     // Largest inline message: what fits in a queue's slots, at most k_inline_max (set by
     // init()).
@@ -721,6 +740,15 @@ class engine {
     std::atomic<std::int64_t> held_max_{0};
     std::atomic<std::uint64_t> held_warn_at_{k_held_warn};
     void count_held(std::int64_t delta) noexcept;
+
+    // Receives that wait in the posted lists, counted only while track_posted_ (a shared
+    // write per posted receive and per match: off unless MPI_T or pml_mpiv_stats asks for
+    // the high-water mark), and the most at once. The add comes after the post: a receive
+    // matched in the instant of its posting can take its subtract first, so the mark may
+    // miss it, never count one that was not there.
+    alignas(k_false_sharing) std::atomic<std::int64_t> posted_level_{0};
+    std::atomic<std::int64_t> posted_max_{0};
+    void count_posted(std::int64_t delta) noexcept;
 
     alignas(k_false_sharing) std::atomic<std::uint32_t> next_endpoint_{0};
     alignas(k_false_sharing) std::atomic<bool> stop_{false};

@@ -347,7 +347,11 @@ inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noe
         auto &im = static_cast<inmsg &>(*mn);
         mine = mine || &im == &m;
         base::stats::add(base::stats::counter::recv_posted_matched);
-        complete_recv(static_cast<recv_op &>(*im.matched_recv()), im);
+        auto &r = static_cast<recv_op &>(*im.matched_recv());
+        if (r.leveled) {
+            count_posted(-1);
+        }
+        complete_recv(r, im);
         --held;
     }
     if (!mine) {
@@ -355,6 +359,15 @@ inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noe
     }
     if (held != 0) {
         count_held(held);
+    }
+}
+
+void engine::count_posted(std::int64_t delta) noexcept
+{
+    // Relaxed: a statistic; nothing is ordered by it.
+    const std::int64_t now = posted_level_.fetch_add(delta, std::memory_order_relaxed) + delta;
+    std::int64_t max = posted_max_.load(std::memory_order_relaxed);
+    while (now > max && !posted_max_.compare_exchange_weak(max, now, std::memory_order_relaxed)) {
     }
 }
 
@@ -617,6 +630,8 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.comm = &comm;
     op.user = user;
     op.to = to;
+    // Relaxed: see track_posted().
+    op.leveled = track_posted_.load(std::memory_order_relaxed);
     const status s = locked_match(comm, [&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
         count_held(-1); // an unexpected message
@@ -625,6 +640,9 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
         }
     } else if (s == status::inprogress) {
         base::stats::add(base::stats::counter::recv_posted);
+        if (op.leveled) {
+            count_posted(1);
+        }
     }
     return s;
 }
@@ -634,6 +652,9 @@ status engine::cancel(recv_op &op) noexcept
     const status s = locked_match(*op.comm, [&](auto &c) { return c.cancel(op); });
     if (s == status::ok) {
         base::stats::add(base::stats::counter::recv_cancelled);
+        if (op.leveled) {
+            count_posted(-1);
+        }
     }
     return s;
 }

@@ -69,6 +69,7 @@ bool mca_pml_mpiv_del_endpoint(ompi_communicator_t *comm);
 /* pml_mpiv_stats.c: the MPI_T performance variables (registered with the parameters) and
  * the summary pml_mpiv_stats prints at finalize (level 1: totals, 2: per thread too). */
 void mca_pml_mpiv_stats_register(void);
+void mca_pml_mpiv_stats_start(void); /* once the engine exists */
 void mca_pml_mpiv_stats_print(int level);
 
 extern mca_pml_mpiv_globals_t mca_pml_mpiv;

@@ -154,7 +154,9 @@ static const param_row_t param_table[] = {
      "without ucx here, or whose UCX cannot start, is declined"},
     {"stats", MCA_BASE_VAR_TYPE_INT, NULL, 0, NULL, OPAL_INFO_LVL_4, &mca_pml_mpiv.stats,
      "At MPI_Finalize each process prints its counters that are not zero (also MPI_T "
-     "performance variables pml_mpiv_*): 0 = no, 1 = totals, 2 = totals and per thread"},
+     "performance variables pml_mpiv_*) and its high-water marks: 0 = no, 1 = totals, 2 = "
+     "totals and per thread. At 1 and 2 the posted receives are counted for posted_max (a "
+     "shared atomic add per receive that waits)"},
     {"decline", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, NULL, OPAL_INFO_LVL_9, &mca_pml_mpiv.decline,
      "Always decline in init (tests the fallback)"},
 };
@@ -429,6 +431,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
                            : "its shared-memory segment cannot be created or mapped through /proc");
     }
     mca_pml_mpiv.inline_max = mpiv_p2p_inline_max(mca_pml_mpiv.engine);
+    mca_pml_mpiv_stats_start();
     (void) mpiv_p2p_address(mca_pml_mpiv.engine, &addr, &len);
     OPAL_MODEX_SEND(rc, 0 != (wanted & MPIV_P2P_TRANSPORT_UCX) ? OPAL_PMIX_GLOBAL : OPAL_PMIX_LOCAL,
                     &mca_pml_mpiv_component.pmlm_version, addr, len);

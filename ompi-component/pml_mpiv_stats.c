@@ -4,6 +4,10 @@
  * switches, ...) and the engine's levels (messages held before their receives now, and
  * the most at once) as MPI_T performance variables pml_mpiv_<name>, and the per-process
  * summary that pml_mpiv_stats prints at MPI_Finalize.
+ * pml_mpiv_posted_max, the high-water mark of the receives waiting in the posted lists,
+ * costs a shared atomic add per posted receive, so the engine counts it only while asked
+ * (mpiv_p2p_track_posted): while a handle of the variable is started (MPI_T_pvar_start; it
+ * is not continuous), and for the whole run under pml_mpiv_stats >= 1.
  */
 #include "pml_mpiv.h"
 
@@ -21,7 +25,10 @@
 
 /* The levels, after the counters: the engine's (mpiv_p2p_levels), and the receives that
  * wait in the posted lists now (from three counters, summed on read). */
-enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1, LEVEL_POSTED = 2 };
+enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1, LEVEL_POSTED = 2, LEVEL_POSTED_MAX = 3 };
+
+/* Started handles of pml_mpiv_posted_max (MPI_T calls these under Open MPI's MPI_T lock). */
+static int posted_max_started;
 
 static uint64_t counter_named(const char *want)
 {
@@ -50,7 +57,7 @@ static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *o
 
 static int read_level(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
-    mpiv_p2p_levels_t levels = {0, 0};
+    mpiv_p2p_levels_t levels = {0, 0, 0, 0};
     (void) obj;
     if (LEVEL_POSTED == (uintptr_t) pvar->ctx) {
         /* Read in this order, each counter only grows: never below the true level. */
@@ -63,19 +70,56 @@ static int read_level(const struct mca_base_pvar_t *pvar, void *value, void *obj
         (void) mpiv_p2p_levels(mca_pml_mpiv.engine, &levels);
     }
     *(unsigned long long *) value =
-        (unsigned long long) (LEVEL_HELD == (uintptr_t) pvar->ctx ? levels.held : levels.held_max);
+        (unsigned long long) (LEVEL_HELD == (uintptr_t) pvar->ctx       ? levels.held
+                              : LEVEL_HELD_MAX == (uintptr_t) pvar->ctx ? levels.held_max
+                                                                        : levels.posted_max);
     return OPAL_SUCCESS;
 }
 
-/* One read-only, continuous, unbound variable pml_mpiv_<name> of class @p var_class. */
+/* pml_mpiv_posted_max: the engine counts posted receives while a handle is started. */
+static int notify_posted_max(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                             int *count)
+{
+    (void) pvar;
+    (void) obj;
+    switch (event) {
+    case MCA_BASE_PVAR_HANDLE_BIND:
+        *count = 1;
+        break;
+    case MCA_BASE_PVAR_HANDLE_START:
+        if (1 == ++posted_max_started && NULL != mca_pml_mpiv.engine && mca_pml_mpiv.stats <= 0) {
+            (void) mpiv_p2p_track_posted(mca_pml_mpiv.engine, 1);
+        }
+        break;
+    case MCA_BASE_PVAR_HANDLE_STOP:
+        if (0 == --posted_max_started && NULL != mca_pml_mpiv.engine && mca_pml_mpiv.stats <= 0) {
+            (void) mpiv_p2p_track_posted(mca_pml_mpiv.engine, 0);
+        }
+        break;
+    default:
+        break;
+    }
+    return OPAL_SUCCESS;
+}
+
+void mca_pml_mpiv_stats_start(void)
+{
+    /* The summary reports posted_max: count from the start. */
+    if (mca_pml_mpiv.stats >= 1 && NULL != mca_pml_mpiv.engine) {
+        (void) mpiv_p2p_track_posted(mca_pml_mpiv.engine, 1);
+    }
+}
+
+/* One read-only, unbound variable pml_mpiv_<name> of class @p var_class: continuous, or
+ * (with @p notify) counted while a handle is started. */
 static void register_pvar(const char *name, const char *description, int var_class,
-                          mca_base_get_value_fn_t read, uintptr_t ctx)
+                          mca_base_get_value_fn_t read, mca_base_notify_fn_t notify, uintptr_t ctx)
 {
     (void) mca_base_component_pvar_register(
         &mca_pml_mpiv_component.pmlm_version, name, description, OPAL_INFO_LVL_4, var_class,
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read, NULL, NULL,
-        (void *) ctx);
+        MCA_BASE_PVAR_FLAG_READONLY | (NULL == notify ? MCA_BASE_PVAR_FLAG_CONTINUOUS : 0), read,
+        NULL, notify, (void *) ctx);
 }
 
 void mca_pml_mpiv_stats_register(void)
@@ -89,20 +133,26 @@ void mca_pml_mpiv_stats_register(void)
         }
         snprintf(description, sizeof(description), "%s (%s; all threads of the process)", text,
                  unit);
-        register_pvar(name, description, MCA_BASE_PVAR_CLASS_COUNTER, read_counter, i);
+        register_pvar(name, description, MCA_BASE_PVAR_CLASS_COUNTER, read_counter, NULL, i);
     }
     register_pvar("unexpected_now",
                   "Messages that arrived and wait for their receives now (unexpected, or held "
                   "for their sender's order)",
-                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, LEVEL_HELD);
+                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, NULL, LEVEL_HELD);
     register_pvar("unexpected_max",
                   "The most messages that waited for their receives at once (high-water mark "
                   "of unexpected_now since MPI_Init)",
-                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK, read_level, LEVEL_HELD_MAX);
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK, read_level, NULL, LEVEL_HELD_MAX);
     register_pvar("posted_now",
                   "Receives posted that wait for their message now (recv_posted - "
                   "recv_posted_matched - recv_cancelled)",
-                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, LEVEL_POSTED);
+                  MCA_BASE_PVAR_CLASS_LEVEL, read_level, NULL, LEVEL_POSTED);
+    register_pvar("posted_max",
+                  "The most receives that waited in the posted lists at once (high-water mark; "
+                  "not continuous: counted while a handle is started, at the cost of a shared "
+                  "atomic add per receive that waits; under pml_mpiv_stats >= 1 for the whole run)",
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK, read_level, notify_posted_max,
+                  LEVEL_POSTED_MAX);
 }
 
 /* One line per counter that is not zero ("NAME VALUE UNIT"), at level 2 followed by the
@@ -111,7 +161,7 @@ void mca_pml_mpiv_stats_print(int level)
 {
     enum { MAX_THREADS = 64 };
     const size_t n = mpiv_stats_count();
-    mpiv_p2p_levels_t levels = {0, 0};
+    mpiv_p2p_levels_t levels = {0, 0, 0, 0};
     char line[1024];
     if (level <= 0) {
         return;
@@ -148,4 +198,6 @@ void mca_pml_mpiv_stats_print(int level)
     }
     opal_output(0, "pml mpiv stats: rank %d: %-24s %20" PRIu64 " messages",
                 (int) OMPI_PROC_MY_NAME->vpid, "unexpected_max", levels.held_max);
+    opal_output(0, "pml mpiv stats: rank %d: %-24s %20" PRIu64 " receives",
+                (int) OMPI_PROC_MY_NAME->vpid, "posted_max", levels.posted_max);
 }

@@ -354,12 +354,23 @@ MPIV_API mpiv_status_t mpiv_p2p_mrecv_sink(mpiv_p2p_t *engine, mpiv_p2p_msg_t *m
 
 /** Levels of the engine (they go down as well as up; mpiv_stats_* has the counters). */
 typedef struct mpiv_p2p_levels {
-    uint64_t held;     /**< messages that arrived and wait for their receives now */
-    uint64_t held_max; /**< the most there were at once */
+    uint64_t held;       /**< messages that arrived and wait for their receives now */
+    uint64_t held_max;   /**< the most there were at once */
+    uint64_t posted_max; /**< the most receives that waited in the posted lists at once,
+                              counted while mpiv_p2p_track_posted was on */
+    int posted_tracked;  /**< 1: mpiv_p2p_track_posted is on now */
 } mpiv_p2p_levels_t;
 
 /** Read the engine's levels. @return MPIV_OK; MPIV_ERR_INVALID_ARG for NULL arguments. */
 MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_levels_t *levels_p);
+
+/** Count the receives that wait in the posted lists (@p on nonzero) for the high-water mark
+ *  posted_max of mpiv_p2p_levels, or stop counting them (0; the mark stays). Off by default:
+ *  while on, each receive that waits costs one shared atomic add when posted and one when
+ *  matched or cancelled. Turning it on starts a new mark at the level of the receives still
+ *  waiting that were posted while it was on before (each is subtracted when it leaves).
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for NULL. */
+MPIV_API mpiv_status_t mpiv_p2p_track_posted(mpiv_p2p_t *engine, int on);
 
 /** Drain inbound queues and retry pending sends. @return the number of events handled. */
 MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);

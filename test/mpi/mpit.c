@@ -7,14 +7,16 @@
  * (8 bytes), 5 eager ones (2 KiB), 3 rendezvous ones (64 KiB) and a done message (8
  * bytes). Rank 1 receives done first, so the 18 others arrive before their receives; it
  * reads pml_mpiv_unexpected_now (18), then receives them, the first with MPI_ANY_SOURCE
- * (a wildcard match); a receive it posts for a message that never comes shows in
- * pml_mpiv_posted_now until it cancels it. Both read again; the differences must be exact:
+ * (a wildcard match); 3 receives it posts for messages that never come show in
+ * pml_mpiv_posted_now until it cancels them, and in pml_mpiv_posted_max (not continuous:
+ * started just before, stopped after) for good. Both read again; the differences must be
+ * exact:
  *   rank 0: sent_inline 11, bytes_inline 88, sent_eager 5, bytes_eager 10240,
  *           sent_rendezvous 3, bytes_rendezvous 196608, received 1, bytes_received 8;
  *   rank 1: sent_inline 1, bytes_inline 8, received 19, bytes_received 206936,
- *           unexpected 18, wildcard_matches 1, cma_reads 3, recv_posted 2 (done, and the
- *           one cancelled), recv_posted_matched 1, recv_cancelled 1; unexpected_now and
- *           posted_now back to 0.
+ *           unexpected 18, wildcard_matches 1, cma_reads 3, recv_posted 4 (done, and the
+ *           3 cancelled), recv_posted_matched 1, recv_cancelled 3; unexpected_now and
+ *           posted_now back to 0, posted_max 3.
  * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
  * The transport counters split the same traffic: shm_* count it all (shared memory), ucx_*
  * none. With the argument "ucx" (run with pml_mpiv_transports ucx) it is the other way
@@ -23,7 +25,7 @@
  */
 #include "mpi_test.h"
 
-enum { MAX_VARS = 64, INLINE = 10, EAGER = 5, RNDV = 3 };
+enum { MAX_VARS = 64, INLINE = 10, EAGER = 5, RNDV = 3, NEVER = 3 };
 
 static int nvars;
 static char names[MAX_VARS][128];
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
                          "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "unexpected_now",
-                         "unexpected_max", "posted_now"};
+                         "unexpected_max", "posted_now", "posted_max"};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
         (void) var(all[i]);
     }
@@ -170,13 +172,25 @@ int main(int argc, char **argv)
         MT_CHECK(now[var("unexpected_max")] >= INLINE + EAGER + RNDV,
                  "pml_mpiv_unexpected_max %llu", now[var("unexpected_max")]);
         {
-            MPI_Request never;
-            MT_CALL(MPI_Irecv(&word, 1, MPI_LONG, 0, 99, MPI_COMM_WORLD, &never));
+            MPI_Request never[NEVER];
+            long sink[NEVER];
+            const int hw = var("posted_max");
+            MT_CALL(MPI_T_pvar_start(session, handles[hw]));
+            for (int i = 0; i < NEVER; ++i) {
+                MT_CALL(MPI_Irecv(&sink[i], 1, MPI_LONG, 0, 99 + i, MPI_COMM_WORLD, &never[i]));
+            }
             read_all(now);
-            MT_EXPECT_EQ("rank 1: pml_mpiv_posted_now with one receive waiting", 1,
+            MT_EXPECT_EQ("rank 1: pml_mpiv_posted_now with 3 receives waiting", NEVER,
                          now[var("posted_now")]);
-            MT_CALL(MPI_Cancel(&never));
-            MT_CALL(MPI_Wait(&never, &status));
+            MT_EXPECT_EQ("rank 1: pml_mpiv_posted_max with 3 receives waiting", NEVER,
+                         now[hw]);
+            for (int i = 0; i < NEVER; ++i) {
+                MT_CALL(MPI_Cancel(&never[i]));
+                MT_CALL(MPI_Wait(&never[i], &status));
+            }
+            read_all(now);
+            MT_EXPECT_EQ("rank 1: pml_mpiv_posted_max once they are cancelled", NEVER, now[hw]);
+            MT_CALL(MPI_T_pvar_stop(session, handles[hw]));
         }
         for (int i = 0; i < INLINE; ++i) {
             MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0 == i ? MPI_ANY_SOURCE : 0, 10, MPI_COMM_WORLD,
@@ -199,9 +213,11 @@ int main(int argc, char **argv)
         expect_delta(before, after, "unexpected", INLINE + EAGER + RNDV);
         expect_delta(before, after, "wildcard_matches", 1);
         expect_delta(before, after, "cma_reads", ucx ? 0 : RNDV);
-        expect_delta(before, after, "recv_posted", 2);
+        expect_delta(before, after, "recv_posted", 1 + NEVER);
         expect_delta(before, after, "recv_posted_matched", 1);
-        expect_delta(before, after, "recv_cancelled", 1);
+        expect_delta(before, after, "recv_cancelled", NEVER);
+        MT_EXPECT_EQ("rank 1: pml_mpiv_posted_max after the stop", NEVER,
+                     after[var("posted_max")]);
         MT_EXPECT_EQ("rank 1: pml_mpiv_posted_now at the end", 0, after[var("posted_now")]);
         MT_EXPECT_EQ("rank 1: pml_mpiv_unexpected_now at the end", 0,
                      after[var("unexpected_now")]);

@@ -41,7 +41,8 @@ for level in 1 2; do
         bad=$(grep 'pml mpiv stats: rank [01]: ' "$log" |
             grep -Ev ': [a-z_]+ +[0-9]+ [a-z-]+( \[[0-9]+ \| [0-9]+( [0-9]+)*( \.\.\.)?\])?$' || true)
         if [ "$(grep -cE "$line" "$log")" -eq 2 ] && [ -z "$bad" ] &&
-            [ "$(grep -c 'pml mpiv stats: rank [01]: unexpected_max' "$log")" -eq 2 ]; then
+            [ "$(grep -c 'pml mpiv stats: rank [01]: unexpected_max' "$log")" -eq 2 ] &&
+            [ "$(grep -cE 'pml mpiv stats: rank [01]: posted_max +[1-9][0-9]* receives' "$log")" -eq 2 ]; then
             echo "PASS pml_mpiv_stats $level: the summary of each process"
         else
             cat "$log"
