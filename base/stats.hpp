@@ -12,6 +12,15 @@
 //   mutex. It is not a snapshot: each counter is read as of some moment during the sum;
 //   counters only grow, so successive reads never go backwards.
 // - Memory: one block (k_counters * 8 bytes, cache-line aligned) per thread alive at once.
+// - Per communicator (comm_counter): a communicator's counts are kept by key (comm_open()
+//   hands out a key per communicator, never reused). Each block has k_comm_slots slots,
+//   direct-mapped by key; the owner counts into its slot for the key with a relaxed load
+//   and store as above. A slot that holds another key is taken over under the registry's
+//   mutex (its counts are folded into the registry's per-key totals first, or dropped when
+//   that communicator is closed). read_comm() sums the key's totals and every live block's
+//   slot for it, under the mutex; thread exit folds the slots like the counters. So a
+//   thread that counts for more communicators than slots at once pays a mutex per
+//   switch, and 64 * 48 bytes more per thread.
 // When not to use: for values that go down (levels, high-water marks): keep those where
 // they change, beside the state they describe.
 #pragma once
@@ -86,6 +95,18 @@ namespace mpiv::base::stats {
     X(server_polls_with_work, "polls", "Polls of the communication-server thread that found "   \
                                        "something to do")
 
+// X(name, unit, description): the counters kept per communicator (see the design above).
+#define MPIV_STATS_COMM_COUNTERS(X)                                                               \
+    X(comm_sent, "messages", "Messages sent on the communicator (send operations started, any " \
+                             "protocol)")                                                       \
+    X(comm_bytes_sent, "bytes", "Bytes of messages sent on the communicator")                   \
+    X(comm_received, "messages", "Messages of the communicator matched by receives or matched " \
+                                 "probes")                                                      \
+    X(comm_unexpected, "messages", "Messages of the communicator that arrived before a "        \
+                                   "matching receive was posted (or before their turn)")       \
+    X(comm_recv_posted, "receives", "Receives on the communicator posted before their message " \
+                                    "arrived")
+
 enum class counter : unsigned {
 #define MPIV_STATS_ENUM(name, unit, text) name,
     MPIV_STATS_COUNTERS(MPIV_STATS_ENUM)
@@ -94,9 +115,25 @@ enum class counter : unsigned {
 };
 constexpr std::size_t k_counters = static_cast<std::size_t>(counter::count_);
 
+enum class comm_counter : unsigned {
+#define MPIV_STATS_ENUM(name, unit, text) name,
+    MPIV_STATS_COMM_COUNTERS(MPIV_STATS_ENUM)
+#undef MPIV_STATS_ENUM
+        count_
+};
+constexpr std::size_t k_comm_counters = static_cast<std::size_t>(comm_counter::count_);
+constexpr std::size_t k_comm_slots = 64; // per thread, direct-mapped by key
+
+/// One thread's counts for one communicator (key 0: free).
+struct comm_slot {
+    std::atomic<std::uint64_t> key;
+    std::atomic<std::uint64_t> v[k_comm_counters];
+};
+
 /// One thread's counters (see the design above).
 struct alignas(k_false_sharing) block {
     std::atomic<std::uint64_t> v[k_counters];
+    comm_slot slots[k_comm_slots];
     block *next; // registry lists (live or free), under the registry's mutex
 };
 
@@ -106,6 +143,9 @@ namespace detail {
 // initialization, seen by every user: no TLS wrapper call).
 inline thread_local block *tl_block __attribute__((tls_model("initial-exec"))) = nullptr;
 block *register_thread() noexcept; // the calling thread's block, registered
+// Slot @p s of the calling thread's block @p b taken over for @p key; false: not counted
+// (@p key is closed).
+bool claim_slot(block &b, comm_slot &s, std::uint64_t key) noexcept;
 } // namespace detail
 
 /// Count @p n events of @p c in the calling thread's block.
@@ -124,6 +164,41 @@ inline void add(counter c, std::uint64_t n = 1) noexcept
     w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
+/// Count @p n events of @p c for the communicator @p key (from comm_open(); 0: none).
+/// @context any thread; hot path: as add(), plus a compare (a mutex when the thread's slot
+/// holds another communicator)
+inline void add_comm(std::uint64_t key, comm_counter c, std::uint64_t n = 1) noexcept
+{
+    block *b = detail::tl_block;
+    if (__builtin_expect(b == nullptr, 0)) {
+        b = detail::register_thread();
+        if (b == nullptr) {
+            return;
+        }
+    }
+    comm_slot &s = b->slots[key & (k_comm_slots - 1)];
+    // Relaxed: only this thread writes the slot outside the registry's mutex.
+    if (__builtin_expect(s.key.load(std::memory_order_relaxed) != key, 0) &&
+        (key == 0 || !detail::claim_slot(*b, s, key))) {
+        return;
+    }
+    std::atomic<std::uint64_t> &w = s.v[static_cast<unsigned>(c)];
+    // Relaxed: only this thread writes the word; readers only need the word's atomicity.
+    w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+/// A new communicator's key (never 0, never reused); 0 when there is no memory for its
+/// totals (its events then go uncounted). @context thread-safe; takes the registry's mutex
+std::uint64_t comm_open() noexcept;
+
+/// Forget communicator @p key (0: nothing): its totals go, and its slots are taken over
+/// as they are met. @context thread-safe; takes the registry's mutex
+void comm_close(std::uint64_t key) noexcept;
+
+/// The sum of @p c for communicator @p key over every thread (0 for a closed key).
+/// @context thread-safe; takes the registry's mutex
+std::uint64_t read_comm(std::uint64_t key, comm_counter c) noexcept;
+
 /// The sum of @p c over every thread, live or exited.
 /// @context thread-safe; takes the registry's mutex
 std::uint64_t read(counter c) noexcept;
@@ -140,5 +215,7 @@ struct info {
     const char *description;
 };
 const info &describe(std::size_t index) noexcept;
+/// Name, unit and description of per-communicator counter @p index < k_comm_counters.
+const info &describe_comm(std::size_t index) noexcept;
 
 } // namespace mpiv::base::stats

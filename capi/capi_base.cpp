@@ -59,6 +59,27 @@ extern "C" MPIV_API mpiv_status_t mpiv_stats_read_threads(size_t index, uint64_t
     return MPIV_OK;
 }
 
+extern "C" MPIV_API size_t mpiv_stats_comm_count(void) { return stats::k_comm_counters; }
+
+extern "C" MPIV_API mpiv_status_t mpiv_stats_comm_info(size_t index, const char **name_p,
+                                                       const char **unit_p,
+                                                       const char **description_p)
+{
+    if (index >= stats::k_comm_counters || name_p == nullptr || unit_p == nullptr ||
+        description_p == nullptr) {
+        mpiv::base::log(mpiv::base::log_level::error,
+                        "mpiv_stats_comm_info: index %zu out of range (%zu counters) or a NULL "
+                        "output",
+                        index, stats::k_comm_counters);
+        return MPIV_ERR_INVALID_ARG;
+    }
+    const stats::info &i = stats::describe_comm(index);
+    *name_p = i.name;
+    *unit_p = i.unit;
+    *description_p = i.description;
+    return MPIV_OK;
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_cid_agree(const mpiv_cid_ops_t *ops, uint32_t *id_p)
 {
     if (ops == nullptr || id_p == nullptr) {

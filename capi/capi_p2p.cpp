@@ -148,6 +148,21 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_l
     return MPIV_OK;
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_stats_read(mpiv_p2p_comm_t *comm, size_t index,
+                                                           uint64_t *value_p)
+{
+    namespace stats = mpiv::base::stats;
+    if (comm == nullptr || value_p == nullptr || index >= stats::k_comm_counters) {
+        mpiv::base::log(mpiv::base::log_level::error,
+                        "mpiv_p2p_comm_stats_read: index %zu out of range (%zu counters) or a "
+                        "NULL argument",
+                        index, stats::k_comm_counters);
+        return MPIV_ERR_INVALID_ARG;
+    }
+    *value_p = stats::read_comm(cm(comm)->stats_key, static_cast<stats::comm_counter>(index));
+    return MPIV_OK;
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_track_posted(mpiv_p2p_t *engine, int on)
 {
     if (engine == nullptr) {

@@ -95,6 +95,7 @@
 #include <mpiv/mpiv_p2p.h>
 
 #include "base/cacheline.hpp"
+#include "base/stats.hpp"
 #include "base/status.hpp"
 #include "endpoints/shm/mpsc_queue.hpp"
 #include "endpoints/shm/transport.hpp"
@@ -307,6 +308,13 @@ struct comm_state {
     std::vector<std::uint16_t> rank_queues;
     std::uint32_t live_handles = 0; // a group's handles not destroyed yet (pending_mu_)
     bool destroyed = false;         // a handle destroyed (pending_mu_)
+    // Its counters (base::stats::add_comm; a handle's own, the group's unused).
+    const std::uint64_t stats_key = base::stats::comm_open();
+
+    comm_state() = default;
+    comm_state(const comm_state &) = delete;
+    comm_state &operator=(const comm_state &) = delete;
+    ~comm_state() { base::stats::comm_close(stats_key); }
 
 
     /// Call @p f with the matching engine, whichever lock kind it has.

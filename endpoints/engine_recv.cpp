@@ -351,11 +351,13 @@ inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noe
         if (r.leveled) {
             count_posted(-1);
         }
+        base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_received);
         complete_recv(r, im);
         --held;
     }
     if (!mine) {
         base::stats::add(base::stats::counter::unexpected);
+        base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_unexpected);
     }
     if (held != 0) {
         count_held(held);
@@ -635,11 +637,13 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     const status s = locked_match(comm, [&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
         count_held(-1); // an unexpected message
+        base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_received);
         if (!deliver(static_cast<inmsg &>(*op.matched_msg()), to, user, st)) {
             return status::inprogress; // its ACK or FIN waits for room (or its bytes, two copies)
         }
     } else if (s == status::inprogress) {
         base::stats::add(base::stats::counter::recv_posted);
+        base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_recv_posted);
         if (op.leveled) {
             count_posted(1);
         }
@@ -677,6 +681,7 @@ status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, 
     const status s = locked_match(comm, [&](auto &c) { return c.mprobe(source, tag, m); });
     if (s == status::ok) {
         count_held(-1); // taken out of the table: the message handle holds it now
+        base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_received);
         const match::envelope &env = m->env();
         st = mpiv_p2p_status_t{env.source, env.tag, 0, env.size, MPIV_OK};
         msg_p = static_cast<inmsg *>(m);

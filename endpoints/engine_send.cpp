@@ -319,6 +319,8 @@ inline bool engine::send_inline_now(comm_state &comm, std::uint32_t peer, std::i
         return false;
     }
     count_sent(peer, wire_kind::eager_inline, 0, bytes);
+    base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_sent);
+    base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_bytes_sent, bytes);
     return true;
 }
 
@@ -442,6 +444,10 @@ inline status engine::launch(send_op &op, mpiv_p2p_status_t &st) noexcept
             return status::nomem;
         }
     }
+    // Started: pushed now or queued (op.seq_comm is the communicator: init_send()).
+    base::stats::add_comm(op.seq_comm->stats_key, base::stats::comm_counter::comm_sent);
+    base::stats::add_comm(op.seq_comm->stats_key, base::stats::comm_counter::comm_bytes_sent,
+                          w.size);
     bool waits = true;
     // Sends wait behind those queued for the same peer (a thread's sends keep their
     // order); a queued send, inline ones too, is in progress until it is pushed. After a

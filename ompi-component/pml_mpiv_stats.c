@@ -8,6 +8,8 @@
  * costs a shared atomic add per posted receive, so the engine counts it only while asked
  * (mpiv_p2p_track_posted): while a handle of the variable is started (MPI_T_pvar_start; it
  * is not continuous), and for the whole run under pml_mpiv_stats >= 1.
+ * The per-communicator counters (mpiv_stats_comm_*: pml_mpiv_comm_sent, ...) are variables
+ * bound to a communicator (MPI_T_BIND_MPI_COMM): one value, that communicator's.
  */
 #include "pml_mpiv.h"
 
@@ -19,6 +21,7 @@
 
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
 #include "ompi/runtime/params.h"
 
 #include <mpiv/mpiv.h>
@@ -110,6 +113,54 @@ void mca_pml_mpiv_stats_start(void)
     }
 }
 
+/* The communicator a handle of a variable bound to communicators names. MPI_T_pvar_handle_alloc
+ * takes a reference to the MPI_Comm (MPI 4.0 §15.3.7), which Open MPI passes on as it is;
+ * Open MPI's own components take the communicator itself: both are accepted. */
+static ompi_communicator_t *bound_comm(void *obj)
+{
+    ompi_communicator_t *comm = (ompi_communicator_t *) obj;
+    if (NULL == obj) {
+        return NULL;
+    }
+    if (((opal_object_t *) obj)->obj_class != OBJ_CLASS(ompi_communicator_t)) {
+        comm = *(ompi_communicator_t **) obj;
+    }
+    if (NULL == comm || ((opal_object_t *) comm)->obj_class != OBJ_CLASS(ompi_communicator_t)) {
+        return NULL;
+    }
+    return comm;
+}
+
+static int bind_comm(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                     int *count)
+{
+    (void) pvar;
+    if (MCA_BASE_PVAR_HANDLE_BIND == event) {
+        if (NULL == bound_comm(obj)) {
+            return OPAL_ERR_BAD_PARAM;
+        }
+        *count = 1;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int read_comm_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    ompi_communicator_t *comm = bound_comm(obj);
+    uint64_t v = 0;
+    if (NULL == comm) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    /* A communicator mpiv keeps no state for (freed, or not through mpiv): 0. */
+    if (NULL != comm->c_pml_comm &&
+        MPIV_OK != mpiv_p2p_comm_stats_read((mpiv_p2p_comm_t *) comm->c_pml_comm,
+                                            (size_t) (uintptr_t) pvar->ctx, &v)) {
+        return OPAL_ERROR;
+    }
+    *(unsigned long long *) value = (unsigned long long) v;
+    return OPAL_SUCCESS;
+}
+
 /* One read-only, unbound variable pml_mpiv_<name> of class @p var_class: continuous, or
  * (with @p notify) counted while a handle is started. */
 static void register_pvar(const char *name, const char *description, int var_class,
@@ -134,6 +185,21 @@ void mca_pml_mpiv_stats_register(void)
         snprintf(description, sizeof(description), "%s (%s; all threads of the process)", text,
                  unit);
         register_pvar(name, description, MCA_BASE_PVAR_CLASS_COUNTER, read_counter, NULL, i);
+    }
+    const size_t m = mpiv_stats_comm_count();
+    for (size_t i = 0; i < m; ++i) {
+        const char *name, *unit, *text;
+        char description[512];
+        if (MPIV_OK != mpiv_stats_comm_info(i, &name, &unit, &text)) {
+            continue;
+        }
+        snprintf(description, sizeof(description),
+                 "%s (%s; all threads of the process; bound to a communicator)", text, unit);
+        (void) mca_base_component_pvar_register(
+            &mca_pml_mpiv_component.pmlm_version, name, description, OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+            MCA_BASE_VAR_BIND_MPI_COMM, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+            read_comm_counter, NULL, bind_comm, (void *) (uintptr_t) i);
     }
     register_pvar("unexpected_now",
                   "Messages that arrived and wait for their receives now (unexpected, or held "

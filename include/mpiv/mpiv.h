@@ -269,6 +269,22 @@ MPIV_API mpiv_status_t mpiv_stats_read(size_t index, uint64_t *value_p);
 MPIV_API mpiv_status_t mpiv_stats_read_threads(size_t index, uint64_t *values, size_t capacity,
                                                size_t *count_p);
 
+/**
+ * @brief How many counters the runtime keeps per communicator (messages sent, matched,
+ *        unexpected, receives posted, ...; read with mpiv_p2p_comm_stats_read):
+ *        indexes 0 .. count - 1.
+ * @context thread-safe
+ */
+MPIV_API size_t mpiv_stats_comm_count(void);
+
+/**
+ * @brief Describe per-communicator counter @p index as mpiv_stats_info does.
+ * @return MPIV_OK; MPIV_ERR_INVALID_ARG for an index out of range or a NULL output
+ * @context thread-safe
+ */
+MPIV_API mpiv_status_t mpiv_stats_comm_info(size_t index, const char **name_p,
+                                            const char **unit_p, const char **description_p);
+
 #ifdef __cplusplus
 }
 #endif

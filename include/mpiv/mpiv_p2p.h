@@ -372,6 +372,12 @@ MPIV_API mpiv_status_t mpiv_p2p_levels(mpiv_p2p_t *engine, mpiv_p2p_levels_t *le
  *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for NULL. */
 MPIV_API mpiv_status_t mpiv_p2p_track_posted(mpiv_p2p_t *engine, int on);
 
+/** Per-communicator counter @p index (< mpiv_stats_comm_count(), see <mpiv/mpiv.h>) of
+ *  @p comm (an endpoints handle: that handle's own), summed over every thread.
+ *  @return MPIV_OK; MPIV_ERR_INVALID_ARG for NULL arguments or an index out of range. */
+MPIV_API mpiv_status_t mpiv_p2p_comm_stats_read(mpiv_p2p_comm_t *comm, size_t index,
+                                                uint64_t *value_p);
+
 /** Drain inbound queues and retry pending sends. @return the number of events handled. */
 MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);
 

@@ -17,6 +17,8 @@
  *           unexpected 18, wildcard_matches 1, cma_reads 3, recv_posted 4 (done, and the
  *           3 cancelled), recv_posted_matched 1, recv_cancelled 3; unexpected_now and
  *           posted_now back to 0, posted_max 3.
+ * The per-communicator counters (pml_mpiv_comm_*, bound to MPI_COMM_WORLD) count the same
+ * messages, and bound to a dup they count only its traffic (per_comm()).
  * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
  * The transport counters split the same traffic: shm_* count it all (shared memory), ucx_*
  * none. With the argument "ucx" (run with pml_mpiv_transports ucx) it is the other way
@@ -29,8 +31,10 @@ enum { MAX_VARS = 64, INLINE = 10, EAGER = 5, RNDV = 3, NEVER = 3 };
 
 static int nvars;
 static char names[MAX_VARS][128];
+static int indexes[MAX_VARS]; /* MPI_T index of each */
 static MPI_T_pvar_handle handles[MAX_VARS];
 static MPI_T_pvar_session session;
+static MPI_Comm world;
 
 static void open_vars(void)
 {
@@ -53,7 +57,15 @@ static void open_vars(void)
         MT_CHECK(MPI_UNSIGNED_LONG_LONG == type, "%s is not unsigned long long", name);
         MT_CHECK(desc_len > 20, "%s has no description", name);
         snprintf(names[nvars], sizeof(names[nvars]), "%s", name + 9);
-        MT_CALL(MPI_T_pvar_handle_alloc(session, i, NULL, &handles[nvars], &count));
+        indexes[nvars] = i;
+        if (0 == strncmp(name, "pml_mpiv_comm_", 14)) {
+            /* The per-communicator counters: bound to MPI_COMM_WORLD here. */
+            MT_CHECK(MPI_T_BIND_MPI_COMM == bind, "%s is not bound to a communicator", name);
+            MT_CALL(MPI_T_pvar_handle_alloc(session, i, &world, &handles[nvars], &count));
+        } else {
+            MT_CHECK(MPI_T_BIND_NO_OBJECT == bind, "%s is bound to an object", name);
+            MT_CALL(MPI_T_pvar_handle_alloc(session, i, NULL, &handles[nvars], &count));
+        }
         MT_CHECK(1 == count, "%s has %d values", name, count);
         ++nvars;
     }
@@ -103,6 +115,55 @@ static void expect_transport(const unsigned long long *before, const unsigned lo
     }
 }
 
+/* The per-communicator counters bound to a new communicator count its traffic only:
+ * rank 1 posts 2 receives on it, then rank 0 sends 4 messages (8 bytes), the last 2 of
+ * which arrive before their receives (rank 1 probes for them first). */
+static void per_comm(void)
+{
+    const char *vars[] = {"comm_sent", "comm_bytes_sent", "comm_received", "comm_unexpected",
+                          "comm_recv_posted"};
+    enum { NV = sizeof(vars) / sizeof(vars[0]) };
+    MPI_T_pvar_handle h[NV];
+    unsigned long long before[NV], after[NV];
+    MPI_Comm dup;
+    long word = 5, got[4];
+    int count;
+    MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    for (int i = 0; i < NV; ++i) {
+        MT_CALL(MPI_T_pvar_handle_alloc(session, indexes[var(vars[i])], &dup, &h[i], &count));
+        MT_CHECK(1 == count, "pml_mpiv_%s has %d values", vars[i], count);
+        MT_CALL(MPI_T_pvar_read(session, h[i], &before[i]));
+    }
+    if (0 == mt_rank) {
+        MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        for (int t = 1; t <= 4; ++t) {
+            MT_CALL(MPI_Send(&word, 1, MPI_LONG, 1, t, dup));
+        }
+    } else {
+        MPI_Request r[2];
+        MPI_Status st;
+        MT_CALL(MPI_Irecv(&got[0], 1, MPI_LONG, 0, 1, dup, &r[0]));
+        MT_CALL(MPI_Irecv(&got[1], 1, MPI_LONG, 0, 2, dup, &r[1]));
+        MT_CALL(MPI_Send(&word, 1, MPI_LONG, 0, 7, MPI_COMM_WORLD)); /* ready */
+        MT_CALL(MPI_Waitall(2, r, MPI_STATUSES_IGNORE));
+        MT_CALL(MPI_Probe(0, 3, dup, &st));
+        MT_CALL(MPI_Probe(0, 4, dup, &st));
+        MT_CALL(MPI_Recv(&got[2], 1, MPI_LONG, 0, 3, dup, MPI_STATUS_IGNORE));
+        MT_CALL(MPI_Recv(&got[3], 1, MPI_LONG, 0, 4, dup, MPI_STATUS_IGNORE));
+    }
+    for (int i = 0; i < NV; ++i) {
+        MT_CALL(MPI_T_pvar_read(session, h[i], &after[i]));
+    }
+    const unsigned long long want[2][NV] = {{4, 4 * sizeof(long), 0, 0, 0}, {0, 0, 4, 2, 2}};
+    for (int i = 0; i < NV; ++i) {
+        char what[96];
+        snprintf(what, sizeof(what), "rank %d: change of pml_mpiv_%s on a dup", mt_rank, vars[i]);
+        MT_EXPECT_EQ(what, want[mt_rank][i], after[i] - before[i]);
+        MT_CALL(MPI_T_pvar_handle_free(session, &h[i]));
+    }
+    MT_CALL(MPI_Comm_free(&dup));
+}
+
 int main(int argc, char **argv)
 {
     static unsigned char buf[RNDV][65536], eager[EAGER][2048];
@@ -111,6 +172,7 @@ int main(int argc, char **argv)
     MPI_Status status;
     mt_init(&argc, &argv, "mpit", MPI_THREAD_SINGLE);
     MT_CHECK(2 == mt_size, "runs on 2 processes, not %d", mt_size);
+    world = MPI_COMM_WORLD;
     const int ucx = argc > 1 && 0 == strcmp(argv[1], "ucx");
     /* Over UCX the 2 KiB messages go by rendezvous too. */
     const unsigned long long eager_n = ucx ? 0 : EAGER, rndv_n = ucx ? EAGER + RNDV : RNDV;
@@ -128,7 +190,9 @@ int main(int argc, char **argv)
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
                          "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "unexpected_now",
-                         "unexpected_max", "posted_now", "posted_max"};
+                         "unexpected_max", "posted_now", "posted_max", "comm_sent",
+                         "comm_bytes_sent", "comm_received", "comm_unexpected",
+                         "comm_recv_posted"};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
         (void) var(all[i]);
     }
@@ -163,6 +227,10 @@ int main(int argc, char **argv)
         expect_delta(before, after, "bytes_received", sizeof(long));
         expect_transport(before, after, ucx, INLINE + EAGER + RNDV + 1, all_bytes, 1,
                          sizeof(long));
+        /* Only MPI_COMM_WORLD carried traffic meanwhile: its counters say the same. */
+        expect_delta(before, after, "comm_sent", INLINE + EAGER + RNDV + 1);
+        expect_delta(before, after, "comm_bytes_sent", all_bytes);
+        expect_delta(before, after, "comm_received", 1); /* "go" (it may come at any time) */
     } else {
         MT_CALL(MPI_Send(&word, 1, MPI_LONG, 0, 1, MPI_COMM_WORLD)); /* go */
         MT_CALL(MPI_Recv(&word, 1, MPI_LONG, 0, 2, MPI_COMM_WORLD, &status)); /* done */
@@ -210,6 +278,11 @@ int main(int argc, char **argv)
         expect_delta(before, after, "bytes_received", all_bytes);
         expect_transport(before, after, ucx, 1, sizeof(long), INLINE + EAGER + RNDV + 1,
                          all_bytes);
+        expect_delta(before, after, "comm_sent", 1);
+        expect_delta(before, after, "comm_bytes_sent", sizeof(long));
+        expect_delta(before, after, "comm_received", INLINE + EAGER + RNDV + 1);
+        expect_delta(before, after, "comm_unexpected", INLINE + EAGER + RNDV);
+        expect_delta(before, after, "comm_recv_posted", 1 + NEVER);
         expect_delta(before, after, "unexpected", INLINE + EAGER + RNDV);
         expect_delta(before, after, "wildcard_matches", 1);
         expect_delta(before, after, "cma_reads", ucx ? 0 : RNDV);
@@ -222,6 +295,7 @@ int main(int argc, char **argv)
         MT_EXPECT_EQ("rank 1: pml_mpiv_unexpected_now at the end", 0,
                      after[var("unexpected_now")]);
     }
+    per_comm();
     for (int i = 0; i < nvars; ++i) {
         MT_CALL(MPI_T_pvar_handle_free(session, &handles[i]));
     }

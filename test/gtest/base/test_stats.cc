@@ -1,5 +1,6 @@
 // stats: per-thread event counters summed on read; the counts of exited threads are kept,
-// their blocks reused; every counter is described.
+// their blocks reused; every counter is described. Per-communicator counters by key: slots
+// shared by keys, closed keys, exited threads, concurrent counting and reading.
 #include "base/stats.hpp"
 
 #include "base/lock/tlp.hpp"
@@ -125,6 +126,120 @@ TEST(stats, tlp_lock_counts_acquisitions_and_contended_waits)
     EXPECT_EQ(stats::read(counter::tlp_high), high + 4);
     EXPECT_GE(stats::read(counter::tlp_high_wait_ns), high_wait + 10000000)
         << "the waiter's 20 ms (at least 10)";
+}
+
+
+// ------------------------------------------------------------------ per communicator
+
+using stats::comm_counter;
+
+TEST(stats_comm, every_counter_has_a_unique_name_a_unit_and_a_description)
+{
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < stats::k_comm_counters; ++i) {
+        const stats::info &d = stats::describe_comm(i);
+        EXPECT_TRUE(names.insert(d.name).second) << d.name << " twice";
+        EXPECT_EQ(std::string(d.name).rfind("comm_", 0), 0u) << d.name;
+        EXPECT_GT(std::string(d.unit).size(), 0u) << d.name;
+        EXPECT_GT(std::string(d.description).size(), 20u) << d.name;
+    }
+}
+
+// Keys are new each time; a closed key reads 0 and no longer counts.
+TEST(stats_comm, keys_are_never_reused_and_closed_keys_do_not_count)
+{
+    const std::uint64_t a = stats::comm_open();
+    const std::uint64_t b = stats::comm_open();
+    ASSERT_NE(a, 0u);
+    ASSERT_NE(b, 0u);
+    EXPECT_NE(a, b);
+    stats::add_comm(a, comm_counter::comm_sent, 3);
+    stats::add_comm(b, comm_counter::comm_sent);
+    stats::add_comm(0, comm_counter::comm_sent); // no key: not counted, no harm
+    EXPECT_EQ(stats::read_comm(a, comm_counter::comm_sent), 3u);
+    EXPECT_EQ(stats::read_comm(b, comm_counter::comm_sent), 1u);
+    EXPECT_EQ(stats::read_comm(a, comm_counter::comm_received), 0u);
+    stats::comm_close(a);
+    EXPECT_EQ(stats::read_comm(a, comm_counter::comm_sent), 0u);
+    stats::add_comm(a, comm_counter::comm_sent); // a late event of a closed communicator
+    EXPECT_EQ(stats::read_comm(a, comm_counter::comm_sent), 0u);
+    const std::uint64_t c = stats::comm_open();
+    EXPECT_NE(c, a);
+    EXPECT_NE(c, b);
+    EXPECT_EQ(stats::read_comm(c, comm_counter::comm_sent), 0u);
+    stats::comm_close(b);
+    stats::comm_close(c);
+}
+
+// Keys that share a thread's slot take it over in turn: the counts of each survive (folded
+// into its totals); a thread's slots are folded at its exit.
+TEST(stats_comm, keys_sharing_a_slot_and_exited_threads_keep_their_counts)
+{
+    std::vector<std::uint64_t> keys;
+    for (std::size_t i = 0; i < 3 * stats::k_comm_slots + 1; ++i) {
+        keys.push_back(stats::comm_open());
+    }
+    std::thread t([&] {
+        for (int round = 0; round < 5; ++round) {
+            for (std::size_t i = 0; i < keys.size(); ++i) {
+                stats::add_comm(keys[i], comm_counter::comm_bytes_sent, i + 1);
+            }
+        }
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            EXPECT_EQ(stats::read_comm(keys[i], comm_counter::comm_bytes_sent), 5 * (i + 1));
+        }
+    });
+    t.join();
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        EXPECT_EQ(stats::read_comm(keys[i], comm_counter::comm_bytes_sent), 5 * (i + 1))
+            << "key " << i << " after its thread exited";
+        stats::comm_close(keys[i]);
+    }
+}
+
+// Threads count for keys that collide in their slots while a reader reads: reads never go
+// backwards, and the totals are exact at the end.
+TEST(stats_comm, concurrent_counting_and_reading)
+{
+    constexpr int k_threads = 4, k_rounds = 20000;
+    const std::uint64_t k0 = stats::comm_open();
+    std::uint64_t k1 = 0;
+    while (((k1 = stats::comm_open()) & (stats::k_comm_slots - 1)) != (k0 & (stats::k_comm_slots - 1))) {
+        stats::comm_close(k1); // until one shares k0's slot
+    }
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+        std::uint64_t last0 = 0, last1 = 0;
+        while (!done.load(std::memory_order_relaxed)) {
+            const std::uint64_t v0 = stats::read_comm(k0, comm_counter::comm_received);
+            const std::uint64_t v1 = stats::read_comm(k1, comm_counter::comm_received);
+            EXPECT_GE(v0, last0);
+            EXPECT_GE(v1, last1);
+            last0 = v0;
+            last1 = v1;
+        }
+    });
+    std::vector<std::thread> threads;
+    for (int t = 0; t < k_threads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < k_rounds; ++i) {
+                // Mostly k0, every 16th k1 (a slot switch each time).
+                stats::add_comm((i & 15) == 15 ? k1 : k0, comm_counter::comm_received);
+            }
+            (void)t;
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    done.store(true, std::memory_order_relaxed);
+    reader.join();
+    EXPECT_EQ(stats::read_comm(k0, comm_counter::comm_received),
+              static_cast<std::uint64_t>(k_threads) * (k_rounds - k_rounds / 16));
+    EXPECT_EQ(stats::read_comm(k1, comm_counter::comm_received),
+              static_cast<std::uint64_t>(k_threads) * (k_rounds / 16));
+    stats::comm_close(k0);
+    stats::comm_close(k1);
 }
 
 } // namespace

@@ -107,6 +107,52 @@ TEST_P(endpoints_test, every_pair_exchanges_every_protocol)
 // Two messages with the same tag to ranks 0 and 1 (one process): each handle's wildcard
 // receive and probes see only its own; many senders' messages to one rank keep each
 // sender's order.
+// Each handle has counters of its own (mpiv_p2p_comm_stats_read): rank 0 sends 3 messages
+// to rank 2 and 1 to rank 3; rank 2 posts one of its receives first.
+TEST_P(endpoints_test, each_handle_counts_its_own_traffic)
+{
+    create();
+    namespace stats = mpiv::base::stats;
+    const auto read = [&](int rank, stats::comm_counter c) {
+        return stats::read_comm(handles_[rank]->stats_key, c);
+    };
+    const long word = 9;
+    long got[4] = {};
+    rop first;
+    recv_at(2, 0, 1, &got[0], sizeof(long), first);
+    ASSERT_EQ(first.rc, status::inprogress);
+    sop s[4];
+    for (int i = 0; i < 3; ++i) {
+        send_from(0, 2, 1 + i, &word, sizeof word, s[i]);
+    }
+    send_from(0, 3, 1, &word, sizeof word, s[3]);
+    for (auto &x : s) {
+        EXPECT_EQ(finish(x).error, MPIV_OK);
+    }
+    EXPECT_EQ(finish(first).error, MPIV_OK);
+    for (int i = 1; i < 3; ++i) {
+        ASSERT_TRUE(until([&] {
+            mpiv_p2p_status_t ps{};
+            return eng(1).iprobe(*handles_[2], 0, 1 + i, ps) == status::ok;
+        }));
+        rop r;
+        recv_at(2, 0, 1 + i, &got[i], sizeof(long), r);
+        EXPECT_EQ(finish(r).error, MPIV_OK);
+    }
+    rop r3;
+    recv_at(3, 0, 1, &got[3], sizeof(long), r3);
+    EXPECT_EQ(finish(r3).error, MPIV_OK);
+    EXPECT_EQ(read(0, stats::comm_counter::comm_sent), 4u);
+    EXPECT_EQ(read(0, stats::comm_counter::comm_bytes_sent), 4 * sizeof(long));
+    EXPECT_EQ(read(1, stats::comm_counter::comm_sent), 0u);
+    EXPECT_EQ(read(2, stats::comm_counter::comm_received), 3u);
+    EXPECT_EQ(read(2, stats::comm_counter::comm_recv_posted), 1u);
+    EXPECT_EQ(read(2, stats::comm_counter::comm_unexpected), 2u);
+    EXPECT_EQ(read(3, stats::comm_counter::comm_received), 1u);
+    EXPECT_EQ(read(4, stats::comm_counter::comm_received), 0u);
+    EXPECT_EQ(read(2, stats::comm_counter::comm_sent), 0u);
+}
+
 TEST_P(endpoints_test, a_handle_matches_only_its_own_rank_in_sender_order)
 {
     create();
