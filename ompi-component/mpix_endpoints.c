@@ -6,9 +6,9 @@
  * handler otherwise. It also stands in front of Open MPI's communicator constructors (PMPI
  * interposition: linked before libmpi): on an endpoints handle, Open MPI's would run its
  * context-id agreement once per handle of a process and never agree, so MPI_Comm_dup,
- * MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type go to mpiv (the handles
- * of a process meet and take part as one, pml_mpiv_endpoints_ops.c) and the others are
- * refused with MPI_ERR_COMM. Other communicators go to Open MPI untouched.
+ * MPI_Comm_dup_with_info, MPI_Comm_idup, MPI_Comm_split and MPI_Comm_split_type go to mpiv
+ * (the handles of a process meet and take part as one, pml_mpiv_endpoints_ops.c) and the
+ * others are refused with MPI_ERR_COMM. Other communicators go to Open MPI untouched.
  */
 #include "ompi_config.h"
 
@@ -103,7 +103,16 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
-    MPIX_REFUSE(comm, "MPI_Comm_idup");
+    if (is_endpoint(comm)) {
+        const mca_pml_mpiv_endpoint_idup_fn_t fn =
+            (mca_pml_mpiv_endpoint_idup_fn_t) find_entry("mca_pml_mpiv_endpoint_idup");
+        if (NULL == fn) {
+            return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_COMM,
+                                          "MPI_Comm_idup: this mpiv component cannot run it on "
+                                          "an endpoints communicator");
+        }
+        return fn(comm, newcomm, request);
+    }
     return PMPI_Comm_idup(comm, newcomm, request);
 }
 

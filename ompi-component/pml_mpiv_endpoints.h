@@ -31,6 +31,7 @@ typedef struct mca_pml_mpiv_ep_shared {
     uint64_t *ops;                      /* constructor calls per handle (ep_lock) */
     struct mca_pml_mpiv_ep_op *pending; /* calls not taken by every handle yet (ep_lock) */
     opal_mutex_t op_lock;               /* one constructor at a time on proc_comm */
+    uint64_t ran;                       /* calls run (op_lock): they run in call order */
 } mca_pml_mpiv_ep_shared_t;
 
 /** Guards the registry and the (ep_lock) fields of every mca_pml_mpiv_ep_shared_t. */

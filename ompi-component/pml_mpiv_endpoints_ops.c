@@ -1,7 +1,8 @@
 /*
  * pml_mpiv_endpoints_ops.c: communicator constructors called on an endpoints handle:
  * MPI_Comm_dup, MPI_Comm_dup_with_info, MPI_Comm_split and MPI_Comm_split_type
- * (libmpiv-mpix sends them here, mca_pml_mpiv_endpoint_construct), and
+ * (libmpiv-mpix sends them here, mca_pml_mpiv_endpoint_construct), MPI_Comm_idup
+ * (mca_pml_mpiv_endpoint_idup), and
  * MPIX_Comm_create_endpoints with a handle as the parent (mca_pml_mpiv_create_endpoints
  * sends it here, mca_pml_mpiv_ep_create_on_handle). Every endpoint rank
  * calls them, several threads or ULTs of a process at once; Open MPI's own would run the
@@ -18,6 +19,13 @@
  * waits inside (ompi_comm_nextcid's) hold the worker without yielding to its other ULTs,
  * and with two communicators in construction at once (a split of each part of a split)
  * one process's worker would spin on one while a peer's spins on the other.
+ * MPI_Comm_idup is local: each handle's call leaves its arguments and a generalized request
+ * and returns; the last arrival has a pthread of its own do the work (itself only when no
+ * thread can be made), which then writes each idup handle's new handle, completes its
+ * request and takes its result for it. The handles that called idup are retained until
+ * then (a free meanwhile takes effect after). Calls run in call order (shared->ran): an
+ * idup's work may still wait for the PU when the next call's last arrival comes, and
+ * every process must run the collectives over proc_comm in one order.
  *
  * The work (run) always starts with one exchange over proc_comm (Allgatherv; counts =
  * endpoints per process) of every endpoint rank's (call, color or argument error, key), so
@@ -70,6 +78,7 @@
 #include "ompi/errhandler/errhandler.h"
 #include "ompi/info/info.h"
 #include "ompi/proc/proc.h"
+#include "ompi/request/grequest.h"
 #include "opal/runtime/opal_progress.h"
 
 #include <mpiv/mpiv.h>
@@ -79,6 +88,8 @@
 int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg, int key,
                                     ompi_info_t *info, ompi_communicator_t **newcomm)
     __attribute__((visibility("default")));
+int mca_pml_mpiv_endpoint_idup(ompi_communicator_t *comm, ompi_communicator_t **newcomm,
+                               ompi_request_t **request) __attribute__((visibility("default")));
 
 /* Argument errors, exchanged in place of the color or count (valid colors: >= 0,
  * MPI_UNDEFINED; valid counts: 1 .. 65535). */
@@ -88,7 +99,8 @@ enum {
     BAD_NEWCOMM = -3,
     BAD_INFO = -4,
     BAD_NUM_EP = -5,
-    BAD_WORKER = -6
+    BAD_WORKER = -6,
+    BAD_REQUEST = -7
 };
 
 /* One rank's record in the exchange: call, color (or an argument error), key. */
@@ -105,6 +117,9 @@ typedef struct mca_pml_mpiv_ep_op {
     struct {
         int call, arg, key, bad;        /* bad: 0 or an argument error */
         ompi_communicator_t **out;      /* MPIX_Comm_create_endpoints: the caller's array */
+        ompi_communicator_t **newcomm;  /* MPI_Comm_idup: where its new handle goes, */
+        ompi_request_t *req;            /*   its request (NULL: a blocking call) */
+        ompi_communicator_t *handle;    /*   and its handle, retained until then */
     } *args;                            /* by endpoint index */
     /* By endpoint index: hints passed, or MPIX_Comm_create_endpoints's info (NULL: none) */
     opal_info_t **infos;
@@ -143,6 +158,8 @@ static const char *call_name(int call)
         return "MPI_Comm_split_type";
     case MCA_PML_MPIV_EP_CREATE:
         return "MPIX_Comm_create_endpoints";
+    case MCA_PML_MPIV_EP_IDUP:
+        return "MPI_Comm_idup";
     default:
         return "an unknown constructor";
     }
@@ -535,6 +552,9 @@ static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
         case BAD_NEWCOMM:
             set_error(op, MPI_ERR_ARG, "rank %d passed NULL for the new handle(s)", r);
             break;
+        case BAD_REQUEST:
+            set_error(op, MPI_ERR_REQUEST, "rank %d passed NULL for the request", r);
+            break;
         case BAD_INFO:
             set_error(op, MPI_ERR_INFO, "rank %d passed an invalid info", r);
             break;
@@ -557,6 +577,7 @@ static void run(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op)
     switch (s.recs[0]) {
     case MCA_PML_MPIV_EP_DUP:
     case MCA_PML_MPIV_EP_DUP_WITH_INFO:
+    case MCA_PML_MPIV_EP_IDUP:
         run_dup(sh, op);
         break;
     case MCA_PML_MPIV_EP_SPLIT:
@@ -591,16 +612,104 @@ static void wait_flag(const int *flag)
     }
 }
 
+/* Handle @p k has its result: the last of @p op's handles frees it (under ep_lock). */
+static void take(mca_pml_mpiv_ep_op_t *op)
+{
+    mca_pml_mpiv_ep_shared_t *shared = op->shared;
+    if (++op->taken == shared->count) {
+        mca_pml_mpiv_ep_op_t **pp;
+        for (pp = &shared->pending; *pp != op; pp = &(*pp)->next) {
+        }
+        *pp = op->next;
+        free(op->args);
+        free(op->infos);
+        free(op->results);
+        free(op);
+    }
+}
+
+/* The state of an MPI_Comm_idup's generalized request: its error class. */
+typedef struct idup_state {
+    int rc;
+} idup_state_t;
+
+static int idup_query(void *extra, MPI_Status *status)
+{
+    const idup_state_t *st = extra;
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_ERROR = st->rc;
+    (void) PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    (void) PMPI_Status_set_cancelled(status, 0);
+    return st->rc;
+}
+
+static int idup_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int idup_cancel(void *extra, int complete)
+{
+    (void) extra;
+    (void) complete;
+    return MPI_SUCCESS; /* a collective in progress: not cancelled (status says so) */
+}
+
 /* Do call @p op for this process's handles and publish the results: @p op must not be
- * touched after (its handles take their results and the last frees it). */
+ * touched after (its handles take their results and the last frees it; the idup handles'
+ * are taken here). Calls run in call order. */
 static void work(mca_pml_mpiv_ep_op_t *op)
 {
     mca_pml_mpiv_ep_shared_t *shared = op->shared;
+    const int n = shared->count;
     OPAL_THREAD_LOCK(&shared->op_lock);
+    while (shared->ran != op->seq) {
+        /* An earlier call's work (an idup's thread) has not run yet. */
+        OPAL_THREAD_UNLOCK(&shared->op_lock);
+        opal_progress();
+        sched_yield();
+        OPAL_THREAD_LOCK(&shared->op_lock);
+    }
     run(shared, op);
+    ++shared->ran;
     OPAL_THREAD_UNLOCK(&shared->op_lock);
+    /* The idup handles: new handle, request completed, result taken (the records of the
+     * requests and handles are read before op may go). */
+    bool said = false;
+    for (int k = 0; k < n; ++k) {
+        ompi_request_t *req = op->args[k].req;
+        ompi_communicator_t *handle = op->args[k].handle;
+        if (NULL == req) {
+            continue;
+        }
+        if (NULL != op->args[k].newcomm) {
+            *op->args[k].newcomm = NULL != op->results[k] ? op->results[k] : MPI_COMM_NULL;
+        }
+        ((idup_state_t *) ((ompi_grequest_t *) req)->greq_state)->rc = op->rc;
+        if (MPI_SUCCESS != op->rc && !said) {
+            /* (The request reports only the error class.) */
+            opal_output(0, "pml mpiv: MPI_Comm_idup on an endpoints communicator: %s", op->why);
+            said = true;
+        }
+        (void) ompi_grequest_complete(req);
+        OBJ_RELEASE(handle);
+    }
+    int idups = 0;
+    for (int k = 0; k < n; ++k) {
+        idups += NULL != op->args[k].req;
+    }
     /* sync: release; pairs with the acquire load in wait_flag(): the results are set. */
     __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
+    if (idups > 0) {
+        /* (The blocking handles cannot all have taken theirs before these are taken.) */
+        OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+        for (; idups > 0; --idups) {
+            take(op); /* the last may free op */
+        }
+        OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    }
 }
 
 static void *work_thread(void *arg)
@@ -657,10 +766,13 @@ static mca_pml_mpiv_ep_op_t *op_get(mca_pml_mpiv_ep_shared_t *shared, uint64_t s
 /* Constructor @p call on the handle @p comm: the handles of this process meet, the last
  * does the work; @p bad: an argument error found by the caller; @p info: the hints
  * (MPIX_Comm_create_endpoints: its info); the result in *@p newcomm, or (CREATE) @p out.
- * @context collective over every endpoint rank; any thread or ULT; blocks until every
- * handle of this process called, and while the work runs. */
+ * With @p request (MPI_Comm_idup): a generalized request in *@p request that completes
+ * once *@p newcomm is set, and no wait here.
+ * @context collective over every endpoint rank; any thread or ULT; without @p request
+ * blocks until every handle of this process called, and while the work runs. */
 static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
-                opal_info_t *info, ompi_communicator_t **newcomm, ompi_communicator_t **out)
+                opal_info_t *info, ompi_communicator_t **newcomm, ompi_communicator_t **out,
+                ompi_request_t **request)
 {
     const char *name = call_name(call);
     mca_pml_mpiv_ep_shared_t *shared;
@@ -682,6 +794,21 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
         snprintf(message, sizeof(message), "%s: out of memory", name);
         return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_NO_MEM, message);
     }
+    if (NULL != request) {
+        idup_state_t *state = calloc(1, sizeof(*state));
+        if (NULL == state ||
+            OMPI_SUCCESS != ompi_grequest_start(idup_query, idup_free, idup_cancel, state,
+                                                request)) {
+            free(state);
+            OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+            snprintf(message, sizeof(message), "%s: out of memory", name);
+            return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_NO_MEM, message);
+        }
+        OBJ_RETAIN(comm); /* until the work is done (work()) */
+        op->args[k].req = *request;
+        op->args[k].newcomm = newcomm;
+        op->args[k].handle = comm;
+    }
     ++shared->ops[k];
     op->args[k].call = call;
     op->args[k].arg = arg;
@@ -691,6 +818,14 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
     op->infos[k] = 0 == bad ? info : NULL;
     last = ++op->arrived == shared->count;
     OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    if (NULL != request) {
+        /* Local: a pthread does the work (this call only if none can be made); op is not
+         * touched again here. */
+        if (last && !work_elsewhere(op)) {
+            work(op);
+        }
+        return MPI_SUCCESS;
+    }
     if (last) {
         /* The last handle of this process to arrive takes part for all of them. A ULT has
          * a pthread do it: Open MPI's own waits inside (the context-id agreement) hold the
@@ -707,16 +842,7 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
         snprintf(message, sizeof(message), "%s: %s", name, op->why);
     }
     OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
-    if (++op->taken == shared->count) {
-        mca_pml_mpiv_ep_op_t **pp;
-        for (pp = &shared->pending; *pp != op; pp = &(*pp)->next) {
-        }
-        *pp = op->next;
-        free(op->args);
-        free(op->infos);
-        free(op->results);
-        free(op);
-    }
+    take(op);
     OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
     if (NULL != newcomm) {
         *newcomm = NULL != result ? result : MPI_COMM_NULL;
@@ -752,7 +878,28 @@ int mca_pml_mpiv_endpoint_construct(ompi_communicator_t *comm, int call, int arg
     }
     return meet(comm, call, arg, key, bad,
                 with_info && 0 == bad && MPI_INFO_NULL != info ? &info->super : NULL, newcomm,
-                NULL);
+                NULL, NULL);
+}
+
+int mca_pml_mpiv_endpoint_idup(ompi_communicator_t *comm, ompi_communicator_t **newcomm,
+                               ompi_request_t **request)
+{
+    /* A NULL argument still takes part (its siblings and peers would wait for it), and
+     * fails the call on every rank; without a request, through one of its own, freed. */
+    ompi_request_t *own = MPI_REQUEST_NULL;
+    const int bad = NULL == request ? BAD_REQUEST : NULL == newcomm ? BAD_NEWCOMM : 0;
+    const int rc = meet(comm, MCA_PML_MPIV_EP_IDUP, 0, 0, bad, NULL, newcomm, NULL,
+                        NULL != request ? request : &own);
+    if (NULL == request) {
+        if (MPI_REQUEST_NULL != own) {
+            (void) ompi_request_free(&own); /* freed when it completes */
+        }
+        if (MPI_SUCCESS != rc) {
+            return rc;
+        }
+        return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_REQUEST, "MPI_Comm_idup: request is NULL");
+    }
+    return rc;
 }
 
 int mca_pml_mpiv_ep_create_on_handle(ompi_communicator_t *parent, int my_num_ep,
@@ -764,5 +911,5 @@ int mca_pml_mpiv_ep_create_on_handle(ompi_communicator_t *parent, int my_num_ep,
     } else if (NULL == out) {
         bad = BAD_NEWCOMM;
     }
-    return meet(parent, MCA_PML_MPIV_EP_CREATE, my_num_ep, 0, bad, info, NULL, out);
+    return meet(parent, MCA_PML_MPIV_EP_CREATE, my_num_ep, 0, bad, info, NULL, out, NULL);
 }

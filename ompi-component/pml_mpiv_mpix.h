@@ -10,6 +10,7 @@
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/info/info.h"
+#include "ompi/request/request.h"
 
 BEGIN_C_DECLS
 
@@ -22,6 +23,8 @@ typedef enum {
     /** MPIX_Comm_create_endpoints with a handle as the parent (through
      *  mca_pml_mpiv_create_endpoints, not mca_pml_mpiv_endpoint_construct) */
     MCA_PML_MPIV_EP_CREATE = 5,
+    /** MPI_Comm_idup (through mca_pml_mpiv_endpoint_idup) */
+    MCA_PML_MPIV_EP_IDUP = 6,
 } mca_pml_mpiv_ep_call_t;
 
 /** "mca_pml_mpiv_create_endpoints": MPIX_Comm_create_endpoints. */
@@ -39,6 +42,13 @@ typedef int (*mca_pml_mpiv_is_endpoint_fn_t)(ompi_communicator_t *comm);
 typedef int (*mca_pml_mpiv_endpoint_construct_fn_t)(ompi_communicator_t *comm, int call,
                                                     int arg, int key, ompi_info_t *info,
                                                     ompi_communicator_t **newcomm);
+
+/** "mca_pml_mpiv_endpoint_idup": MPI_Comm_idup on the handle @p comm, collective over every
+ *  endpoint rank and local: it returns at once with @p request, which completes once every
+ *  endpoint rank called it and the new handle is in *@p newcomm. */
+typedef int (*mca_pml_mpiv_endpoint_idup_fn_t)(ompi_communicator_t *comm,
+                                               ompi_communicator_t **newcomm,
+                                               ompi_request_t **request);
 
 END_C_DECLS
 

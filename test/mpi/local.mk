@@ -224,6 +224,13 @@ check_PROGRAMS += %reldir%/endpoints_p2p
 %canon_reldir%_endpoints_p2p_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_endpoints_p2p_LDADD = ompi-component/libmpiv-mpix.la $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/endpoints_idup
+%canon_reldir%_endpoints_idup_SOURCES = %reldir%/endpoints_idup.c
+%canon_reldir%_endpoints_idup_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_endpoints_idup_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_endpoints_idup_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_endpoints_idup_LDADD = ompi-component/libmpiv-mpix.la $(OMPI_LIBS)
+
 # no_cma: runs a program with process_vm_readv denied (seccomp), for single_copy.sh.
 check_PROGRAMS += %reldir%/no_cma
 %canon_reldir%_no_cma_SOURCES = %reldir%/no_cma.c
@@ -266,6 +273,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/endpoints_ult-np2.sh \
 	%reldir%/endpoints_split-np3.sh \
 	%reldir%/endpoints_p2p-np2.sh \
+	%reldir%/endpoints_idup-np2.sh \
 	%reldir%/ult-np2.sh
 # Wrappers of runs that must end the job: NAME-npN.sh runs `abort ARG`, ARG after the '_'.
 %canon_reldir%_abort_tests = \
