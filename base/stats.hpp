@@ -48,6 +48,15 @@ namespace mpiv::base::stats {
     X(bytes_rendezvous, "bytes", "Bytes of messages sent by rendezvous (gather and streamed "    \
                                  "included)")                                                   \
     X(received, "messages", "Messages delivered to receives (any protocol)")                    \
+    X(received_inline, "messages", "Messages delivered to receives that came inline")          \
+    X(received_eager, "messages", "Messages delivered to receives that came eagerly through a " \
+                                  "shared-memory packet")                                       \
+    X(received_rendezvous, "messages", "Messages delivered to receives that came by "           \
+                                       "rendezvous (gather and streamed included)")             \
+    X(received_gather, "messages", "Rendezvous messages delivered to receives that the sender " \
+                                   "sent from a non-contiguous buffer read in place")           \
+    X(received_streamed, "messages", "Rendezvous messages delivered to receives that the "      \
+                                     "sender packed while they were read")                      \
     X(bytes_received, "bytes", "Bytes delivered to receives (any protocol)")                    \
     X(shm_sent, "messages", "Messages sent over shared memory (to this node's processes and "   \
                             "to this process itself), any protocol")                            \

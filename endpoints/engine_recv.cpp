@@ -224,6 +224,18 @@ bool engine::deliver(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
         const bool ucx = peers_[w.from].ucx; // (checked on arrival: a connected peer)
         add(ucx ? counter::ucx_received : counter::shm_received);
         add(ucx ? counter::ucx_bytes_received : counter::shm_bytes_received, n);
+        if (w.kind == wire_kind::eager_inline) {
+            add(counter::received_inline);
+        } else if (w.kind == wire_kind::eager_packet) {
+            add(counter::received_eager);
+        } else {
+            add(counter::received_rendezvous);
+            if ((w.flags & k_wire_gather) != 0) {
+                add(counter::received_gather);
+            } else if ((w.flags & k_wire_streamed) != 0) {
+                add(counter::received_streamed);
+            }
+        }
     }
     int error = w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK;
     wire_kind control = wire_kind::pad; // what the sender waits for: ack, fin or nothing

@@ -17,7 +17,8 @@
  *           unexpected 18, wildcard_matches 1, cma_reads 3, recv_posted 4 (done, and the
  *           3 cancelled), recv_posted_matched 1, recv_cancelled 3; unexpected_now and
  *           posted_now back to 0, posted_max 3.
- * The per-communicator counters (pml_mpiv_comm_*, bound to MPI_COMM_WORLD) count the same
+ * Then one non-contiguous message of each kind, gather and streamed, counted once on each
+ * side. The per-communicator counters (pml_mpiv_comm_*, bound to MPI_COMM_WORLD) count the same
  * messages, and bound to a dup they count only its traffic (per_comm()).
  * Messages of 2 KiB go eagerly only with the default eager limit (4 KiB).
  * The transport counters split the same traffic: shm_* count it all (shared memory), ucx_*
@@ -115,6 +116,48 @@ static void expect_transport(const unsigned long long *before, const unsigned lo
     }
 }
 
+/* Non-contiguous rendezvous messages: one whose ranges are long (16 KiB: the receiver reads
+ * them in place, "gather") and one of 4-byte ranges (packed as it is read, "streamed"). */
+static void non_contiguous(void)
+{
+    enum { G_BLOCKS = 16, G_INTS = 4096, S_INTS = 8192 };
+    const char *vars[] = {"sent_gather", "sent_streamed", "received_gather", "received_streamed"};
+    enum { NV = sizeof(vars) / sizeof(vars[0]) };
+    unsigned long long before[MAX_VARS], after[MAX_VARS];
+    MPI_Datatype gather, streamed;
+    int *buf = mt_malloc(2 * G_BLOCKS * G_INTS * sizeof(int));
+    MT_CALL(MPI_Type_vector(G_BLOCKS, G_INTS, 2 * G_INTS, MPI_INT, &gather));
+    MT_CALL(MPI_Type_vector(S_INTS, 1, 2, MPI_INT, &streamed));
+    MT_CALL(MPI_Type_commit(&gather));
+    MT_CALL(MPI_Type_commit(&streamed));
+    for (int i = 0; i < 2 * G_BLOCKS * G_INTS; ++i) {
+        buf[i] = i;
+    }
+    MT_CALL(MPI_Barrier(MPI_COMM_WORLD));
+    read_all(before);
+    if (0 == mt_rank) {
+        MT_CALL(MPI_Send(buf, 1, gather, 1, 20, MPI_COMM_WORLD));
+        MT_CALL(MPI_Send(buf, 1, streamed, 1, 21, MPI_COMM_WORLD));
+    } else {
+        int *in = mt_malloc(G_BLOCKS * G_INTS * sizeof(int));
+        MT_CALL(MPI_Recv(in, G_BLOCKS * G_INTS, MPI_INT, 0, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MT_EXPECT_EQ("the gathered message's last int", (2 * G_BLOCKS - 2) * G_INTS + G_INTS - 1,
+                     in[G_BLOCKS * G_INTS - 1]);
+        MT_CALL(MPI_Recv(in, S_INTS, MPI_INT, 0, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MT_EXPECT_EQ("the streamed message's last int", 2 * (S_INTS - 1), in[S_INTS - 1]);
+        free(in);
+    }
+    read_all(after);
+    for (int i = 0; i < NV; ++i) {
+        /* rank 0 sends both, rank 1 receives both */
+        const int sent = 0 == strncmp(vars[i], "sent", 4);
+        expect_delta(before, after, vars[i], (0 == mt_rank) == sent ? 1 : 0);
+    }
+    MT_CALL(MPI_Type_free(&gather));
+    MT_CALL(MPI_Type_free(&streamed));
+    free(buf);
+}
+
 /* The per-communicator counters bound to a new communicator count its traffic only:
  * rank 1 posts 2 receives on it, then rank 0 sends 4 messages (8 bytes), the last 2 of
  * which arrive before their receives (rank 1 probes for them first). */
@@ -182,7 +225,9 @@ int main(int argc, char **argv)
     /* Every counter of the runtime, and the two levels. */
     const char *all[] = {"sent_inline", "sent_eager", "sent_rendezvous", "sent_gather",
                          "sent_streamed", "bytes_inline", "bytes_eager", "bytes_rendezvous",
-                         "received", "bytes_received", "shm_sent", "shm_bytes_sent",
+                         "received", "received_inline", "received_eager", "received_rendezvous",
+                         "received_gather", "received_streamed", "bytes_received", "shm_sent",
+                         "shm_bytes_sent",
                          "shm_received", "shm_bytes_received", "ucx_sent", "ucx_bytes_sent",
                          "ucx_received", "ucx_bytes_received", "recv_posted", "recv_posted_matched",
                          "recv_cancelled", "unexpected", "wildcard_matches",
@@ -224,6 +269,7 @@ int main(int argc, char **argv)
         expect_delta(before, after, "sent_rendezvous", rndv_n);
         expect_delta(before, after, "bytes_rendezvous", rndv_bytes);
         expect_delta(before, after, "received", 1);
+        expect_delta(before, after, "received_inline", 1);
         expect_delta(before, after, "bytes_received", sizeof(long));
         expect_transport(before, after, ucx, INLINE + EAGER + RNDV + 1, all_bytes, 1,
                          sizeof(long));
@@ -276,6 +322,11 @@ int main(int argc, char **argv)
         expect_delta(before, after, "bytes_inline", sizeof(long));
         expect_delta(before, after, "received", INLINE + EAGER + RNDV + 1);
         expect_delta(before, after, "bytes_received", all_bytes);
+        expect_delta(before, after, "received_inline", INLINE + 1);
+        expect_delta(before, after, "received_eager", eager_n);
+        expect_delta(before, after, "received_rendezvous", rndv_n);
+        expect_delta(before, after, "received_gather", 0);
+        expect_delta(before, after, "received_streamed", 0);
         expect_transport(before, after, ucx, 1, sizeof(long), INLINE + EAGER + RNDV + 1,
                          all_bytes);
         expect_delta(before, after, "comm_sent", 1);
@@ -296,6 +347,7 @@ int main(int argc, char **argv)
                      after[var("unexpected_now")]);
     }
     per_comm();
+    non_contiguous();
     for (int i = 0; i < nvars; ++i) {
         MT_CALL(MPI_T_pvar_handle_free(session, &handles[i]));
     }
