@@ -42,10 +42,7 @@ void fold_slot(registry &r, comm_slot &s) noexcept
 {
     // Relaxed: the owner is this thread or gone; the mutex orders it for readers.
     const std::uint64_t key = s.key.load(std::memory_order_relaxed);
-    if (key == 0) {
-        return;
-    }
-    const auto it = r.comms.find(key);
+    const auto it = key != 0 ? r.comms.find(key) : r.comms.end();
     for (std::size_t i = 0; i < k_comm_counters; ++i) {
         if (it != r.comms.end()) {
             it->second[i] += s.v[i].load(std::memory_order_relaxed);

@@ -178,6 +178,9 @@ inline void add(counter c, std::uint64_t n = 1) noexcept
 /// holds another communicator)
 inline void add_comm(std::uint64_t key, comm_counter c, std::uint64_t n = 1) noexcept
 {
+    if (__builtin_expect(key == 0, 0)) {
+        return; // no key (no memory for its totals): not counted
+    }
     block *b = detail::tl_block;
     if (__builtin_expect(b == nullptr, 0)) {
         b = detail::register_thread();
@@ -188,7 +191,7 @@ inline void add_comm(std::uint64_t key, comm_counter c, std::uint64_t n = 1) noe
     comm_slot &s = b->slots[key & (k_comm_slots - 1)];
     // Relaxed: only this thread writes the slot outside the registry's mutex.
     if (__builtin_expect(s.key.load(std::memory_order_relaxed) != key, 0) &&
-        (key == 0 || !detail::claim_slot(*b, s, key))) {
+        !detail::claim_slot(*b, s, key)) {
         return;
     }
     std::atomic<std::uint64_t> &w = s.v[static_cast<unsigned>(c)];

@@ -483,8 +483,9 @@ class engine {
         // Relaxed: a switch for statistics; a receive posted meanwhile is counted or not,
         // and its own flag (recv_op::leveled) keeps its add and its subtract paired.
         if (on && !track_posted_.exchange(true, std::memory_order_relaxed)) {
-            posted_max_.store(posted_level_.load(std::memory_order_relaxed),
-                              std::memory_order_relaxed);
+            // (The level may be -1 for an instant: a match's subtract before its post's add.)
+            const std::int64_t level = posted_level_.load(std::memory_order_relaxed);
+            posted_max_.store(level > 0 ? level : 0, std::memory_order_relaxed);
         } else if (!on) {
             track_posted_.store(false, std::memory_order_relaxed);
         }

@@ -644,8 +644,10 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.comm = &comm;
     op.user = user;
     op.to = to;
-    // Relaxed: see track_posted().
-    op.leveled = track_posted_.load(std::memory_order_relaxed);
+    // Relaxed: see track_posted(). (op may complete on another thread once posted: the
+    // flag is read from the local afterwards.)
+    const bool leveled = track_posted_.load(std::memory_order_relaxed);
+    op.leveled = leveled;
     const status s = locked_match(comm, [&](auto &c) { return c.post(op, source, tag); });
     if (s == status::ok) {
         count_held(-1); // an unexpected message
@@ -656,7 +658,7 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     } else if (s == status::inprogress) {
         base::stats::add(base::stats::counter::recv_posted);
         base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_recv_posted);
-        if (op.leveled) {
+        if (leveled) {
             count_posted(1);
         }
     }

@@ -3,6 +3,7 @@
  * (decline or create the engine and publish its address), finalize.
  */
 #include "pml_mpiv.h"
+#include "pml_mpiv_endpoints.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -459,6 +460,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
 
 static int component_finalize(void)
 {
+    mca_pml_mpiv_ep_join_workers();
     mca_pml_mpiv_stats_print(mca_pml_mpiv.stats);
     mca_pml_mpiv_module_fini();
     mpiv_p2p_destroy(mca_pml_mpiv.engine);

@@ -37,6 +37,9 @@ typedef struct mca_pml_mpiv_ep_shared {
 /** Guards the registry and the (ep_lock) fields of every mca_pml_mpiv_ep_shared_t. */
 extern opal_mutex_t mca_pml_mpiv_ep_lock;
 
+/** Join the pthreads that ran constructor work (pml_mpiv_endpoints_ops.c): at finalize. */
+void mca_pml_mpiv_ep_join_workers(void);
+
 /** The shared state of the endpoints handle @p comm and its endpoint index (*k_p), or
  *  NULL when @p comm is not a live handle. Caller holds mca_pml_mpiv_ep_lock. */
 mca_pml_mpiv_ep_shared_t *mca_pml_mpiv_ep_lookup(ompi_communicator_t *comm, int *k_p);

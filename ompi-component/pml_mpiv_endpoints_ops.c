@@ -21,11 +21,14 @@
  * one process's worker would spin on one while a peer's spins on the other.
  * MPI_Comm_idup is local: each handle's call leaves its arguments and a generalized request
  * and returns; the last arrival has a pthread of its own do the work (itself only when no
- * thread can be made), which then writes each idup handle's new handle, completes its
- * request and takes its result for it. The handles that called idup are retained until
- * then (a free meanwhile takes effect after). Calls run in call order (shared->ran): an
- * idup's work may still wait for the PU when the next call's last arrival comes, and
- * every process must run the collectives over proc_comm in one order.
+ * thread can be made), which then writes each idup handle's new handle, takes its result
+ * for it and, last, completes its request. A request retains its handle until it is freed
+ * (a free of the handle meanwhile takes effect then). The work threads are joined as they
+ * end and at finalize. Calls run in call order (shared->ran): an idup's work may still
+ * wait for the PU when the next call's last arrival comes, and every process must run the
+ * collectives over proc_comm in one order. A failed idup raises its error class at the
+ * wait on MPI_COMM_WORLD's error handler (Open MPI's generalized requests belong to it),
+ * and its reason is printed.
  *
  * The work (run) always starts with one exchange over proc_comm (Allgatherv; counts =
  * endpoints per process) of every endpoint rank's (call, color or argument error, key), so
@@ -65,6 +68,9 @@
  * process that runs out of memory before an exchange leaves the others waiting, as Open
  * MPI's own constructors do.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_tryjoin_np */
+#endif
 #include "pml_mpiv_endpoints.h"
 
 #include <pthread.h>
@@ -118,8 +124,7 @@ typedef struct mca_pml_mpiv_ep_op {
         int call, arg, key, bad;        /* bad: 0 or an argument error */
         ompi_communicator_t **out;      /* MPIX_Comm_create_endpoints: the caller's array */
         ompi_communicator_t **newcomm;  /* MPI_Comm_idup: where its new handle goes, */
-        ompi_request_t *req;            /*   its request (NULL: a blocking call) */
-        ompi_communicator_t *handle;    /*   and its handle, retained until then */
+        ompi_request_t *req;            /*   and its request (NULL: a blocking call) */
     } *args;                            /* by endpoint index */
     /* By endpoint index: hints passed, or MPIX_Comm_create_endpoints's info (NULL: none) */
     opal_info_t **infos;
@@ -628,9 +633,15 @@ static void take(mca_pml_mpiv_ep_op_t *op)
     }
 }
 
-/* The state of an MPI_Comm_idup's generalized request: its error class. */
+/* The state of an MPI_Comm_idup's generalized request: its error class, and the handle it
+ * was called on, retained until the request is freed (idup_free): a free of the handle
+ * while its idup is pending takes effect then. */
 typedef struct idup_state {
     int rc;
+    ompi_communicator_t *handle;
+    /* Its attributes' table, retained too: a free of the handle meanwhile deletes the
+     * attributes (the work then copies none) but must not free the table under the copy. */
+    opal_hash_table_t *keyhash;
 } idup_state_t;
 
 static int idup_query(void *extra, MPI_Status *status)
@@ -646,7 +657,14 @@ static int idup_query(void *extra, MPI_Status *status)
 
 static int idup_free(void *extra)
 {
-    free(extra);
+    idup_state_t *st = extra;
+    if (NULL != st->keyhash) {
+        OBJ_RELEASE(st->keyhash);
+    }
+    if (NULL != st->handle) {
+        OBJ_RELEASE(st->handle);
+    }
+    free(st);
     return MPI_SUCCESS;
 }
 
@@ -664,6 +682,11 @@ static void work(mca_pml_mpiv_ep_op_t *op)
 {
     mca_pml_mpiv_ep_shared_t *shared = op->shared;
     const int n = shared->count;
+    /* The idup requests, completed last: op may go once they are taken, and completing a
+     * request whose caller freed it already frees it, and with it its handle's last
+     * reference (idup_free) and possibly shared. */
+    ompi_request_t **reqs = calloc((size_t) n, sizeof(*reqs));
+    int idups = 0;
     OPAL_THREAD_LOCK(&shared->op_lock);
     while (shared->ran != op->seq) {
         /* An earlier call's work (an idup's thread) has not run yet. */
@@ -675,12 +698,8 @@ static void work(mca_pml_mpiv_ep_op_t *op)
     run(shared, op);
     ++shared->ran;
     OPAL_THREAD_UNLOCK(&shared->op_lock);
-    /* The idup handles: new handle, request completed, result taken (the records of the
-     * requests and handles are read before op may go). */
-    bool said = false;
     for (int k = 0; k < n; ++k) {
         ompi_request_t *req = op->args[k].req;
-        ompi_communicator_t *handle = op->args[k].handle;
         if (NULL == req) {
             continue;
         }
@@ -688,29 +707,39 @@ static void work(mca_pml_mpiv_ep_op_t *op)
             *op->args[k].newcomm = NULL != op->results[k] ? op->results[k] : MPI_COMM_NULL;
         }
         ((idup_state_t *) ((ompi_grequest_t *) req)->greq_state)->rc = op->rc;
-        if (MPI_SUCCESS != op->rc && !said) {
+        if (MPI_SUCCESS != op->rc && 0 == idups) {
             /* (The request reports only the error class.) */
             opal_output(0, "pml mpiv: MPI_Comm_idup on an endpoints communicator: %s", op->why);
-            said = true;
         }
-        (void) ompi_grequest_complete(req);
-        OBJ_RELEASE(handle);
-    }
-    int idups = 0;
-    for (int k = 0; k < n; ++k) {
-        idups += NULL != op->args[k].req;
+        if (NULL != reqs) {
+            reqs[idups] = req;
+        } else {
+            /* No memory to keep them aside: completed now (see above for the risk, which
+             * needs every handle and request freed before the idup completes). */
+            (void) ompi_grequest_complete(req);
+        }
+        ++idups;
     }
     /* sync: release; pairs with the acquire load in wait_flag(): the results are set. */
     __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
     if (idups > 0) {
         /* (The blocking handles cannot all have taken theirs before these are taken.) */
         OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
-        for (; idups > 0; --idups) {
+        for (int i = 0; i < idups; ++i) {
             take(op); /* the last may free op */
         }
         OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
     }
+    for (int i = 0; NULL != reqs && i < idups; ++i) {
+        (void) ompi_grequest_complete(reqs[i]);
+    }
+    free(reqs);
 }
+
+/* The work threads (work_elsewhere), joined as they end and at finalize
+ * (mca_pml_mpiv_ep_join_workers), under mca_pml_mpiv_ep_lock. */
+static pthread_t *workers;
+static size_t workers_n, workers_cap;
 
 static void *work_thread(void *arg)
 {
@@ -718,18 +747,47 @@ static void *work_thread(void *arg)
     return NULL;
 }
 
+void mca_pml_mpiv_ep_join_workers(void)
+{
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    pthread_t *all = workers;
+    const size_t n = workers_n;
+    workers = NULL;
+    workers_n = workers_cap = 0;
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
+    for (size_t i = 0; i < n; ++i) {
+        (void) pthread_join(all[i], NULL);
+    }
+    free(all);
+}
+
 /* Run work(@p op) on a pthread of its own (false: none could be made). */
 static bool work_elsewhere(mca_pml_mpiv_ep_op_t *op)
 {
-    pthread_attr_t attr;
     pthread_t thread;
-    bool started;
-    if (0 != pthread_attr_init(&attr)) {
-        return false;
+    bool started = false;
+    OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
+    /* Join the ones that ended; room for one more. */
+    for (size_t i = 0; i < workers_n;) {
+        if (0 == pthread_tryjoin_np(workers[i], NULL)) {
+            workers[i] = workers[--workers_n];
+        } else {
+            ++i;
+        }
     }
-    started = 0 == pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) &&
-              0 == pthread_create(&thread, &attr, work_thread, op);
-    (void) pthread_attr_destroy(&attr);
+    if (workers_n == workers_cap) {
+        const size_t cap = 0 == workers_cap ? 8 : 2 * workers_cap;
+        pthread_t *more = realloc(workers, cap * sizeof(*more));
+        if (NULL != more) {
+            workers = more;
+            workers_cap = cap;
+        }
+    }
+    if (workers_n < workers_cap && 0 == pthread_create(&thread, NULL, work_thread, op)) {
+        workers[workers_n++] = thread;
+        started = true;
+    }
+    OPAL_THREAD_UNLOCK(&mca_pml_mpiv_ep_lock);
     return started;
 }
 
@@ -780,6 +838,9 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
     ompi_communicator_t *result;
     char message[288];
     int k = 0, last, rc;
+    if (NULL != request) {
+        *request = MPI_REQUEST_NULL; /* until there is one */
+    }
     OPAL_THREAD_LOCK(&mca_pml_mpiv_ep_lock);
     shared = mca_pml_mpiv_ep_lookup(comm, &k);
     if (NULL == shared) {
@@ -804,10 +865,14 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
             snprintf(message, sizeof(message), "%s: out of memory", name);
             return OMPI_ERRHANDLER_INVOKE(comm, MPI_ERR_NO_MEM, message);
         }
-        OBJ_RETAIN(comm); /* until the work is done (work()) */
+        OBJ_RETAIN(comm); /* until the request is freed (idup_free) */
+        state->handle = comm;
+        if (NULL != comm->c_keyhash) {
+            OBJ_RETAIN(comm->c_keyhash);
+            state->keyhash = comm->c_keyhash;
+        }
         op->args[k].req = *request;
         op->args[k].newcomm = newcomm;
-        op->args[k].handle = comm;
     }
     ++shared->ops[k];
     op->args[k].call = call;
@@ -822,6 +887,8 @@ static int meet(ompi_communicator_t *comm, int call, int arg, int key, int bad,
         /* Local: a pthread does the work (this call only if none can be made); op is not
          * touched again here. */
         if (last && !work_elsewhere(op)) {
+            opal_output(0, "pml mpiv: %s: no thread for the work, done in the call (it waits "
+                           "for the other processes)", name);
             work(op);
         }
         return MPI_SUCCESS;

@@ -30,7 +30,9 @@
  * wait in the posted lists now (from three counters, summed on read). */
 enum { LEVEL_HELD = 0, LEVEL_HELD_MAX = 1, LEVEL_POSTED = 2, LEVEL_POSTED_MAX = 3 };
 
-/* Started handles of pml_mpiv_posted_max (MPI_T calls these under Open MPI's MPI_T lock). */
+/* Started handles of pml_mpiv_posted_max (MPI_T calls these under Open MPI's MPI_T lock).
+ * A started handle freed without MPI_T_pvar_stop is not seen (Open MPI sends no STOP):
+ * counting then stays on, and the mark keeps counting from the first start. */
 static int posted_max_started;
 
 static uint64_t counter_named(const char *want)
@@ -148,14 +150,13 @@ static int read_comm_counter(const struct mca_base_pvar_t *pvar, void *value, vo
 {
     ompi_communicator_t *comm = bound_comm(obj);
     uint64_t v = 0;
-    if (NULL == comm) {
-        return OPAL_ERR_BAD_PARAM;
-    }
-    /* A communicator mpiv keeps no state for (freed, or not through mpiv): 0. */
-    if (NULL != comm->c_pml_comm &&
+    /* A communicator mpiv keeps no state for (MPI_COMM_NULL, freed: the handle must be
+     * freed before its communicator) is an error, not 0 (a counter's handle would go
+     * back). */
+    if (NULL == comm || NULL == comm->c_pml_comm ||
         MPIV_OK != mpiv_p2p_comm_stats_read((mpiv_p2p_comm_t *) comm->c_pml_comm,
                                             (size_t) (uintptr_t) pvar->ctx, &v)) {
-        return OPAL_ERROR;
+        return OPAL_ERR_BAD_PARAM;
     }
     *(unsigned long long *) value = (unsigned long long) v;
     return OPAL_SUCCESS;

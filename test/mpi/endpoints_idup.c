@@ -13,7 +13,8 @@
  *     MPI_Allreduce and MPI_Barrier on the new handle, freed while the siblings still use
  *     theirs; then MPI_Comm_idup and MPI_Comm_dup as the same collective call (rank 1 calls
  *     dup): every rank fails, MPI_ERR_COMM, the idup ones through their request, no hang;
- *     and an idup after that works.
+ *     and an idup after that works;
+ *   - the old handles freed right after their idups started, before they complete.
  * Under another PML than mpiv only the refusal of MPIX_Comm_create_endpoints is checked.
  */
 #include "mpi_test.h"
@@ -134,6 +135,26 @@ static void *per_thread(void *arg)
     return NULL;
 }
 
+/* The old handles freed while their idups are pending (the free takes effect once the
+ * requests are freed): the new handles work. */
+static void freed_while_pending(void)
+{
+    static int value = 42;
+    MPI_Comm h[EPS], n[EPS];
+    MPI_Request req[EPS];
+    MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, EPS, MPI_INFO_NULL, h));
+    for (int k = 0; k < EPS; ++k) {
+        MT_CALL(MPI_Comm_set_attr(h[k], keyval, &value));
+        MT_CALL(MPI_Comm_idup(h[k], &n[k], &req[k]));
+        MT_CALL(MPI_Comm_free(&h[k]));
+    }
+    MT_CALL(MPI_Waitall(EPS, req, MPI_STATUSES_IGNORE));
+    ring_nb(n, 4);
+    for (int k = 0; k < EPS; ++k) {
+        MT_CALL(MPI_Comm_free(&n[k]));
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm h[EPS];
@@ -166,6 +187,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < EPS; ++k) {
         MT_CALL(MPI_Comm_free(&h[k]));
     }
+    freed_while_pending();
     MT_CALL(MPI_Comm_free_keyval(&keyval));
     return mt_finish();
 }

@@ -155,7 +155,7 @@ TEST(stats_comm, keys_are_never_reused_and_closed_keys_do_not_count)
     EXPECT_NE(a, b);
     stats::add_comm(a, comm_counter::comm_sent, 3);
     stats::add_comm(b, comm_counter::comm_sent);
-    stats::add_comm(0, comm_counter::comm_sent); // no key: not counted, no harm
+    stats::add_comm(0, comm_counter::comm_sent); // no key: not counted, no harm (below)
     EXPECT_EQ(stats::read_comm(a, comm_counter::comm_sent), 3u);
     EXPECT_EQ(stats::read_comm(b, comm_counter::comm_sent), 1u);
     EXPECT_EQ(stats::read_comm(a, comm_counter::comm_received), 0u);
@@ -169,6 +169,19 @@ TEST(stats_comm, keys_are_never_reused_and_closed_keys_do_not_count)
     EXPECT_EQ(stats::read_comm(c, comm_counter::comm_sent), 0u);
     stats::comm_close(b);
     stats::comm_close(c);
+    // A key in the slot that key 0 would map to, counted on this thread: it gets exactly
+    // its own counts (nothing left over from the add_comm(0) above).
+    std::vector<std::uint64_t> opened;
+    std::uint64_t k0 = 0;
+    while (((k0 = stats::comm_open()) & (stats::k_comm_slots - 1)) != 0) {
+        opened.push_back(k0);
+    }
+    stats::add_comm(k0, comm_counter::comm_sent, 2);
+    EXPECT_EQ(stats::read_comm(k0, comm_counter::comm_sent), 2u);
+    stats::comm_close(k0);
+    for (const std::uint64_t k : opened) {
+        stats::comm_close(k);
+    }
 }
 
 // Keys that share a thread's slot take it over in turn: the counts of each survive (folded

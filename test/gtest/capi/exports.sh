@@ -5,7 +5,11 @@ lib=${top_builddir:-.}/.libs/libmpiv.so
 if ! command -v nm >/dev/null 2>&1; then
   echo "exports.sh: nm not found (Debian package: binutils)"; exit 77
 fi
-[ -f "$lib" ] || { echo "exports.sh: $lib not built"; exit 1; }
+[ -f "$lib" ] || { echo "exports.sh: $lib not built (static only?)"; exit 77; }
+# configure falls back to libtool's symbol list where the linker takes no version script.
+if ! grep -q '^MPIV_EXPORT_LDFLAGS = -Wl,--version-script' "${top_builddir:-.}/Makefile"; then
+  echo "exports.sh: this build exports through libtool's symbol list"; exit 77
+fi
 fail=0
 extra=$(nm -D --defined-only "$lib" | awk '$3 !~ /^mpiv_/ {print $3}')
 if [ -n "$extra" ]; then

@@ -104,9 +104,6 @@ TEST_P(endpoints_test, every_pair_exchanges_every_protocol)
     }
 }
 
-// Two messages with the same tag to ranks 0 and 1 (one process): each handle's wildcard
-// receive and probes see only its own; many senders' messages to one rank keep each
-// sender's order.
 // Each handle has counters of its own (mpiv_p2p_comm_stats_read): rank 0 sends 3 messages
 // to rank 2 and 1 to rank 3; rank 2 posts one of its receives first.
 TEST_P(endpoints_test, each_handle_counts_its_own_traffic)
@@ -153,6 +150,9 @@ TEST_P(endpoints_test, each_handle_counts_its_own_traffic)
     EXPECT_EQ(read(2, stats::comm_counter::comm_sent), 0u);
 }
 
+// Two messages with the same tag to ranks 0 and 1 (one process): each handle's wildcard
+// receive and probes see only its own; many senders' messages to one rank keep each
+// sender's order.
 TEST_P(endpoints_test, a_handle_matches_only_its_own_rank_in_sender_order)
 {
     create();
