@@ -40,10 +40,11 @@
  *   attributes copied (callbacks run), error handlers kept; dup_with_info gives each new
  *   handle the info its old handle passed, replacing the inherited hints (as Open MPI's);
  * - split, split_type: the distinct colors (MPI_UNDEFINED excepted) in ascending order, the
- *   same on every process; one round per color: every process takes part in
- *   PMPI_Comm_split(proc_comm, has a rank of that color ? 0 : MPI_UNDEFINED, proc rank), and
- *   those with a rank build the new communicator over its result, ranks ordered by key,
- *   then by old rank; no attributes, the old handle's error handler; MPI_UNDEFINED gets
+ *   same on every process, in rounds: a color goes to the first round after those of the
+ *   colors before it that share a process with it; every process takes part in one
+ *   PMPI_Comm_split(proc_comm, its color's index in the round or MPI_UNDEFINED, proc rank)
+ *   per round, and those with a rank build the new communicator over its result, ranks
+ *   ordered by key, then by old rank; no attributes, the old handle's error handler; MPI_UNDEFINED gets
  *   MPI_COMM_NULL. A last Allreduce over proc_comm makes the call all-or-nothing.
  *   split_type MPI_COMM_TYPE_SHARED: color = the lowest proc_comm rank of the processes
  *   on this node (Open MPI's locality, OPAL_PROC_ON_LOCAL_NODE); any other type but
@@ -64,7 +65,8 @@
  * Memory: a record per call in flight (arguments and results per handle); the work's
  * scratch is O(ranks + processes) (create: O(new ranks) more). Cost: dup takes one
  * Allgatherv more than Open MPI's, create two; split takes one PMPI_Comm_split (a
- * context-id agreement over proc_comm) per color, so a split into many colors is slow. A
+ * context-id agreement over proc_comm) per round, as many as the most colors one process
+ * has ranks in, and each color one agreement over its processes. A
  * process that runs out of memory before an exchange leaves the others waiting, as Open
  * MPI's own constructors do.
  */
@@ -144,6 +146,7 @@ typedef struct scratch {
     } *members;                               /* ranks of some color, sorted */
     int *old_ep;                              /* rank -> endpoint index here, or -1 */
     int *has, *sub_rank, *rank_proc;          /* a round: processes, the new map */
+    int *round, *next_round;                  /* split: rounds (run_split); a process's next */
     uint16_t *rank_queue;                     /* a round: the new ranks' queues (kept) */
     int *eps;                                 /* a round: new endpoint -> old endpoint */
     ompi_communicator_t **like, **made;
@@ -199,6 +202,8 @@ static void scratch_free(scratch_t *s)
     free(s->like);
     free(s->made);
     free(s->infos);
+    free(s->round);
+    free(s->next_round);
 }
 
 static bool scratch_alloc(scratch_t *s, int n, int total, int nprocs)
@@ -221,7 +226,10 @@ static bool scratch_alloc(scratch_t *s, int n, int total, int nprocs)
     s->like = malloc(sizeof(*s->like) * h);
     s->made = malloc(sizeof(*s->made) * h);
     s->infos = malloc(sizeof(*s->infos) * h);
-    return NULL != s->mine && NULL != s->all && NULL != s->counts && NULL != s->displs &&
+    s->round = malloc(sizeof(int) * 3 * (t + 1));
+    s->next_round = malloc(sizeof(int) * p);
+    return NULL != s->round && NULL != s->next_round && NULL != s->mine && NULL != s->all &&
+           NULL != s->counts && NULL != s->displs &&
            NULL != s->next && NULL != s->recs && NULL != s->members && NULL != s->old_ep &&
            NULL != s->has && NULL != s->sub_rank && NULL != s->rank_proc &&
            NULL != s->rank_queue && NULL != s->eps && NULL != s->like && NULL != s->made && NULL != s->infos;
@@ -290,15 +298,47 @@ static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, sc
         s->old_ep[sh->my_ranks[k]] = k;
     }
     qsort(s->members, (size_t) nm, sizeof(*s->members), by_color_key_rank);
+    /* The colors are runs of members. A color's round is the first after the rounds of the
+     * colors before it that share a process with it, so that a process is in at most one
+     * color per round and one PMPI_Comm_split makes the processes of all the colors of a
+     * round (colors on disjoint sets of processes share a round: where every rank is
+     * alone, as many rounds as the most endpoints of a process, not one per rank). Every
+     * process computes the same rounds from the same records. */
+    int *const run_round = s->round, *const run_first = s->round + (total + 1),
+               *const my_run = s->round + 2 * (total + 1);
+    int runs = 0, rounds = 0;
+    memset(s->next_round, 0, sizeof(int) * (size_t) nprocs);
     for (int first = 0, end; first < nm; first = end) {
-        ompi_communicator_t *sub = MPI_COMM_NULL;
-        int j = 0, rc;
-        memset(s->has, 0, sizeof(int) * (size_t) nprocs);
+        int r = 0;
         for (end = first; end < nm && s->members[end].color == s->members[first].color; ++end) {
-            s->has[sh->rank_proc[s->members[end].rank]] = 1;
+            const int p = sh->rank_proc[s->members[end].rank];
+            r = s->next_round[p] > r ? s->next_round[p] : r;
         }
-        /* Every process takes part, those without a rank of this color with MPI_UNDEFINED. */
-        rc = PMPI_Comm_split(proc_comm, s->has[me] ? 0 : MPI_UNDEFINED, me, &sub);
+        for (int i = first; i < end; ++i) {
+            s->next_round[sh->rank_proc[s->members[i].rank]] = r + 1;
+        }
+        run_round[runs] = r;
+        run_first[runs++] = first;
+        rounds = r + 1 > rounds ? r + 1 : rounds;
+    }
+    run_first[runs] = nm;
+    for (int r = 0; r < rounds; ++r) {
+        my_run[r] = -1;
+    }
+    for (int g = 0; g < runs; ++g) {
+        for (int i = run_first[g]; i < run_first[g + 1]; ++i) {
+            if (sh->rank_proc[s->members[i].rank] == me) {
+                my_run[run_round[g]] = g;
+                break;
+            }
+        }
+    }
+    for (int round = 0; round < rounds; ++round) {
+        ompi_communicator_t *sub = MPI_COMM_NULL;
+        const int g = my_run[round];
+        int j = 0, rc;
+        /* Every process takes part, with the color's run (or MPI_UNDEFINED: none here). */
+        rc = PMPI_Comm_split(proc_comm, g >= 0 ? g : MPI_UNDEFINED, me, &sub);
         if (MPI_SUCCESS != rc) {
             if (ok) {
                 set_error(op, rc, "cannot split the communicator of the processes");
@@ -306,8 +346,13 @@ static void run_split(mca_pml_mpiv_ep_shared_t *sh, mca_pml_mpiv_ep_op_t *op, sc
             ok = 0;
             continue;
         }
-        if (!s->has[me]) {
+        if (g < 0) {
             continue;
+        }
+        const int first = run_first[g], end = run_first[g + 1];
+        memset(s->has, 0, sizeof(int) * (size_t) nprocs);
+        for (int i = first; i < end; ++i) {
+            s->has[sh->rank_proc[s->members[i].rank]] = 1;
         }
         for (int p = 0, q = 0; p < nprocs; ++p) {
             s->sub_rank[p] = q;
