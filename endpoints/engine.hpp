@@ -70,7 +70,8 @@
 //   process-local locks and locked instructions of the data path: the matching table's
 //   bucket and peer locks, the send sequence increment, the queue try-lock, waiter
 //   counts. The words other processes write (queue tails and slots, doorbells, packet
-//   lists) keep their atomics.
+//   lists) keep their atomics. Not with the UCX transport: its flusher thread polls the
+//   UCX workers, and so delivers arrivals and completes sends, beside the caller.
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
 //   owned by the engine until delivered. A destroyed communicator's object is freed once
 //   every queue drain that may have read its pointer has ended (reap(), by drain marks
@@ -673,10 +674,13 @@ class engine {
     void unpark_locked(waiter &w) noexcept; // park_mu_ held
 
     const mpiv_p2p_params_t params_;
-    // Calls never overlap (params_.serialized with inline progress): the process-local
-    // locks and locked increments of the data path are skipped (matching table, queue
-    // drains, waiter counts). Cross-process words (queue tails, doorbells) stay atomic.
-    const bool serial_ = params_.serialized != 0 && params_.progress == MPIV_P2P_PROGRESS_INLINE;
+    // Calls never overlap (params_.serialized with inline progress, and no UCX transport,
+    // whose flusher thread polls and delivers on its own: see flusher_main()): the
+    // process-local locks and locked increments of the data path are skipped (matching
+    // table, queue drains, waiter counts). Cross-process words (queue tails, doorbells)
+    // stay atomic.
+    const bool serial_ = params_.serialized != 0 && params_.progress == MPIV_P2P_PROGRESS_INLINE &&
+                         (params_.transports & MPIV_P2P_TRANSPORT_UCX) == 0;
     shm::transport shm_;
 #if MPIV_HAVE_UCX
     // (Declared before ucx_, so alive while the transport's teardown completes sends.)

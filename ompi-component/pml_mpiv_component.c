@@ -420,7 +420,9 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.serialized = !enable_mpi_threads;
     params.transports = wanted;
     mca_pml_mpiv.engine_transports = wanted;
-    mca_pml_mpiv.serial = !enable_mpi_threads && MPIV_P2P_PROGRESS_INLINE == params.progress;
+    /* Not with UCX: its flusher thread completes sends and delivers arrivals by itself. */
+    mca_pml_mpiv.serial = !enable_mpi_threads && MPIV_P2P_PROGRESS_INLINE == params.progress &&
+                          0 == (wanted & MPIV_P2P_TRANSPORT_UCX);
     rc = mpiv_p2p_create(&params, &mca_pml_mpiv.engine);
     if (MPIV_OK != rc) {
         opal_output_verbose(1, mca_pml_mpiv.output, "pml mpiv: engine: %s", mpiv_status_string(rc));
