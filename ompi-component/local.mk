@@ -12,6 +12,7 @@ ompicomponent_LTLIBRARIES = %reldir%/mca_pml_mpiv.la
 	%reldir%/pml_mpiv_stats.c \
 	%reldir%/pml_mpiv_endpoints.c \
 	%reldir%/pml_mpiv_endpoints_ops.c \
+	%reldir%/pml_mpiv_endpoints_meet.c \
 	%reldir%/pml_mpiv_request.c \
 	%reldir%/pml_mpiv_wait.c
 %canon_reldir%_mca_pml_mpiv_la_CPPFLAGS = $(AM_CPPFLAGS) $(OMPI_CPPFLAGS)
@@ -28,4 +29,5 @@ lib_LTLIBRARIES += %reldir%/libmpiv-mpix.la
 %canon_reldir%_libmpiv_mpix_la_LDFLAGS = -avoid-version $(OMPI_LDFLAGS)
 %canon_reldir%_libmpiv_mpix_la_LIBADD = $(OMPI_LIBS) -lopen-pal -ldl
 endif
-noinst_HEADERS += %reldir%/pml_mpiv.h %reldir%/pml_mpiv_endpoints.h %reldir%/pml_mpiv_mpix.h
+noinst_HEADERS += %reldir%/pml_mpiv.h %reldir%/pml_mpiv_endpoints.h %reldir%/pml_mpiv_endpoints_ops.h \
+	%reldir%/pml_mpiv_mpix.h

@@ -27,6 +27,12 @@ TESTS += %reldir%/test_engine
 %canon_reldir%_test_engine_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_engine_LDADD = $(GTEST_CORE_LIBS)
 
+check_PROGRAMS += %reldir%/test_engine_levels
+TESTS += %reldir%/test_engine_levels
+%canon_reldir%_test_engine_levels_SOURCES = %reldir%/test_engine_levels.cc
+%canon_reldir%_test_engine_levels_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_engine_levels_LDADD = $(GTEST_CORE_LIBS)
+
 check_PROGRAMS += %reldir%/test_engine_progress
 TESTS += %reldir%/test_engine_progress
 %canon_reldir%_test_engine_progress_SOURCES = %reldir%/test_engine_progress.cc
