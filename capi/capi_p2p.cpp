@@ -209,6 +209,20 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_destroy(mpiv_p2p_t *engine, mpiv
     return to_c(eng(engine)->comm_destroy(cm(comm)));
 }
 
+extern "C" MPIV_API mpiv_status_t mpiv_p2p_comm_queue(const mpiv_p2p_comm_t *comm,
+                                                      uint32_t *queue_p)
+{
+    if (queue_p == nullptr) {
+        return null_arg(__func__, "queue_p");
+    }
+    const auto *c = reinterpret_cast<const ep::comm_state *>(comm);
+    if (c == nullptr || c->priv == nullptr) {
+        return MPIV_ERR_INVALID_ARG; // a query: no log (any communicator may be asked)
+    }
+    *queue_p = c->queue;
+    return MPIV_OK;
+}
+
 extern "C" MPIV_API unsigned mpiv_p2p_comm_assertions(mpiv_p2p_comm_t *comm)
 {
     return comm == nullptr ? 0U : ep::engine::comm_assertions(*cm(comm));

@@ -23,11 +23,6 @@ constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;
 constexpr std::uint32_t k_max_idle_us = 1000000; // a second
 
-// Endpoint of the calling thread, assigned round robin on first use (shared by every
-// engine of the process: tests may create several). initial-exec, as in sched/worker.hpp:
-// no __tls_get_addr call on the data path of a library Open MPI loads with dlopen.
-thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
-
 } // namespace
 
 engine::engine(const mpiv_p2p_params_t &params) noexcept : params_(params) {}
@@ -225,13 +220,15 @@ status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p
 
 std::uint32_t engine::my_endpoint() noexcept
 {
-    if (tl_endpoint == UINT32_MAX) {
+    std::uint32_t &mine = detail::tl_endpoint;
+    if (mine == UINT32_MAX) {
+        const sched::worker *const w = sched::worker::current();
         // Relaxed: only spreads threads over endpoints.
-        tl_endpoint = next_endpoint_.fetch_add(1, std::memory_order_relaxed);
+        mine = w != nullptr ? w->id() : next_endpoint_.fetch_add(1, std::memory_order_relaxed);
     }
     // No division on the common path (one of the first `endpoints` threads): this runs
     // on every send and poll.
-    return tl_endpoint < params_.endpoints ? tl_endpoint : tl_endpoint % params_.endpoints;
+    return mine < params_.endpoints ? mine : mine % params_.endpoints;
 }
 
 namespace {

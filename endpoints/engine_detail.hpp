@@ -18,6 +18,7 @@
 #include "base/copy.hpp"
 #include "base/futex.hpp"
 #include "endpoints/engine.hpp"
+#include "sched/worker.hpp"
 
 namespace mpiv::ep {
 
@@ -35,6 +36,22 @@ inline thread_local int tl_draining __attribute__((tls_model("initial-exec"))) =
 // or null.
 inline thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) =
     nullptr;
+// The calling thread's endpoint before the modulo (engine::my_endpoint()), UINT32_MAX
+// until bound; one for every engine of the process (tests may create several).
+inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) =
+    UINT32_MAX;
+
+// A thread whose first call is on an endpoints handle @p c is bound to the handle's queue,
+// so that it sends through the endpoint it receives on and drains that queue first: a
+// thread per handle then has an endpoint to itself whenever the handles do (the info key
+// mpiv_worker, or the default map). A ULT worker keeps its worker number (my_endpoint()).
+[[gnu::always_inline]] inline void bind_to_handle(const comm_state &c) noexcept
+{
+    if (__builtin_expect(tl_endpoint == UINT32_MAX, 0) && c.priv != nullptr &&
+        sched::worker::current() == nullptr) {
+        tl_endpoint = c.queue;
+    }
+}
 
 // ThreadSanitizer cannot see the queues' synchronization: a sender and the receiver reach
 // one slot through two mappings at different addresses (two engines of one process in
@@ -130,6 +147,7 @@ class consumer_guard {
 template <class F> decltype(auto) locked_match(comm_state &c, F &&f) noexcept
 {
     if (c.priv != nullptr) {
+        detail::bind_to_handle(c);
         detail::consumer_guard g(c.inbox);
         return f(*c.priv);
     }

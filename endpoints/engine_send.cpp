@@ -260,6 +260,7 @@ inline void engine::fill_wire(wire &w, const comm_state &comm, std::int32_t self
                               std::int32_t dest, std::int32_t tag, std::size_t bytes,
                               unsigned flags) noexcept
 {
+    detail::bind_to_handle(comm);
     w = wire{};
     w.dst_ep = comm.rank_ep != nullptr ? comm.rank_ep[dest] : 0;
     w.flags = (flags & MPIV_P2P_SEND_SYNC) != 0 ? k_wire_sync : 0;

@@ -40,6 +40,7 @@
  */
 #include "pml_mpiv_endpoints.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +201,22 @@ static ompi_group_t *endpoint_group(ompi_communicator_t *proc_comm, const int *r
     return group;
 }
 
+/* Info subscriber of a handle's key mpiv_worker: MPI_Comm_get_info reports the worker
+ * endpoint the handle receives through (spawn the ULTs that serve it on that worker), which
+ * is fixed at creation, since every process's senders use it: a value asked later
+ * (MPI_Comm_set_info, the hints of a dup) is not applied. */
+static char *worker_reported(opal_infosubscriber_t *obj, char *key, char *value)
+{
+    static __thread char text[12];
+    uint32_t queue;
+    ompi_communicator_t *h = (ompi_communicator_t *) obj;
+    if (MPIV_OK != mpiv_p2p_comm_queue((const mpiv_p2p_comm_t *) h->c_pml_comm, &queue)) {
+        return value;
+    }
+    snprintf(text, sizeof(text), "%u", (unsigned) queue);
+    return text;
+}
+
 /* Make handle @p h usable: its engine state, hints, attributes, collectives. Returns an
  * MPI error class (the handle is registered either way). */
 static int finish_handle(ompi_communicator_t *h, mpiv_p2p_comm_t *engine_handle,
@@ -219,6 +236,7 @@ static int finish_handle(ompi_communicator_t *h, mpiv_p2p_comm_t *engine_handle,
     /* The MPI-4 assertions among the hints apply to the handle's own matching now, and
      * MPI_Comm_set_info changes them later, as on any communicator. */
     mca_pml_mpiv_subscribe_assertions(h);
+    opal_infosubscribe_subscribe(&h->super, "mpiv_worker", "", worker_reported);
     if (copy_attrs && NULL != like && NULL != like->c_keyhash) {
         int ret = ompi_attr_hash_init(&h->c_keyhash);
         if (OMPI_SUCCESS == ret) {

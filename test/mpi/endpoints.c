@@ -12,13 +12,15 @@
  *   - a ring message received with MPI_ANY_SOURCE and MPI_ANY_TAG comes from the rank
  *     before (a handle sees only its own rank's messages);
  *   - MPI_Barrier and MPI_Allreduce (sum of the ranks) on the handles, by every thread;
- *   - MPI_Comm_dup of every handle at once, and of the dups: rank, size, traffic,
- *     collectives and a copied attribute; the dups freed in any order;
+ *   - MPI_Comm_dup of every handle at once, and of the dups: rank, size, placement,
+ *     traffic, collectives and a copied attribute; the dups freed in any order;
  *   - MPI_Comm_create_group on a handle fails with MPI_ERR_COMM (not supported yet: Open
  *     MPI's own would never agree on a context id; split and the others:
  *     endpoints_split.c, idup: endpoints_idup.c);
  *   - each thread frees its handle.
- * Before the threads start, each handle takes mpi_assert_no_any_source through
+ * Before the threads start, MPI_Comm_get_info reports each handle's worker endpoint
+ * (mpiv_worker: 0 where asked, else the default map), which MPI_Comm_set_info does not
+ * change; and each handle takes mpi_assert_no_any_source through
  * MPI_Comm_set_info (an MPI_ANY_SOURCE receive then fails with MPI_ERR_ARG), and drops it.
  * With the argument "wide": np 2, 16 endpoints (threads) per process, the same checks.
  * With "churn": np 2, 4 threads per process, each on its own parent (a dup of
@@ -119,6 +121,7 @@ static void *drive(void *arg)
         MT_CALL(MPI_Comm_size(dup[d], &dsize));
         MT_EXPECT_EQ("MPI_Comm_rank of a dup", rank, drank);
         MT_EXPECT_EQ("MPI_Comm_size of a dup", n, dsize);
+        MT_EXPECT_EQ("mpiv_worker of a dup", reported_worker(e->comm), reported_worker(dup[d]));
         MT_CALL(MPI_Isend(&token, 1, MPI_INT, (rank + 1) % n, 5, dup[d], &req[0]));
         MT_CALL(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 5, dup[d], &status));
         MT_CALL(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
@@ -173,6 +176,43 @@ static MPI_Info worker_info(const char *value)
         MT_CALL(MPI_Info_set(info, "mpiv_worker", value));
     }
     return info;
+}
+
+/* The worker endpoint MPI_Comm_get_info reports for handle @p h (key mpiv_worker). */
+static int reported_worker(MPI_Comm h)
+{
+    MPI_Info got;
+    char value[16] = "";
+    int flag = 0;
+    MT_CALL(MPI_Comm_get_info(h, &got));
+    MT_CALL(MPI_Info_get(got, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
+    MT_CALL(MPI_Info_free(&got));
+    MT_CHECK(flag, "MPI_Comm_get_info reports no mpiv_worker on a handle");
+    return atoi(value);
+}
+
+/* The placement MPI_Comm_get_info reports on this process's @p mine handles: worker
+ * endpoint 0 for all when @p placed, else handle k on k mod the endpoint count (found as
+ * the first k > 0 reported on 0; none: more endpoints than handles). A value asked later
+ * through MPI_Comm_set_info is not applied: the senders of every process use the
+ * placement of the creation. */
+static void check_placement(const MPI_Comm *h, int mine, int placed)
+{
+    int count = 0;
+    for (int k = 1; k < mine && 0 == count; ++k) {
+        count = 0 == reported_worker(h[k]) ? k : 0;
+    }
+    for (int k = 0; k < mine; ++k) {
+        const int want = placed ? 0 : (0 == count ? k : k % count);
+        MT_EXPECT_EQ("mpiv_worker reported on a handle", want, reported_worker(h[k]));
+    }
+    const int before = reported_worker(h[mine - 1]);
+    MPI_Info info;
+    MT_CALL(MPI_Info_create(&info));
+    MT_CALL(MPI_Info_set(info, "mpiv_worker", before > 0 ? "0" : "1"));
+    MT_CALL(MPI_Comm_set_info(h[mine - 1], info));
+    MT_CALL(MPI_Info_free(&info));
+    MT_EXPECT_EQ("mpiv_worker after MPI_Comm_set_info", before, reported_worker(h[mine - 1]));
 }
 
 /* The MPI-4 assertions on a handle (MPI_Comm_set_info, local in Open MPI): with
@@ -289,6 +329,7 @@ int main(int argc, char **argv)
     if (MPI_INFO_NULL != placed) {
         MT_CALL(MPI_Info_free(&placed));
     }
+    check_placement(handles, mine, 0 == mt_rank || wide);
     for (int k = 0; k < mine; ++k) {
         check_assertions(handles[k]);
     }

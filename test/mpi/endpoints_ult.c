@@ -8,6 +8,7 @@
  *   - joins MPI_Barrier and MPI_Allreduce (sum of the ranks) on its handle;
  *   - duplicates its handle (the 256 ULTs of a process meet) and reduces on the dup;
  *   - frees both.
+ * Each handle's ULT runs on the worker MPI_Comm_get_info reports for it (mpiv_worker).
  * Under a PML other than mpiv it checks only that the call fails (see endpoints.c).
  */
 #include "mpi_test.h"
@@ -72,9 +73,21 @@ int main(int argc, char **argv)
     }
     MT_CALL(MPIX_Comm_create_endpoints(MPI_COMM_WORLD, PER_PROCESS, MPI_INFO_NULL, handles));
     MT_CHECK(MPIV_OK == mpiv_init(NULL), "mpiv_init failed");
+    unsigned workers = 0;
+    MT_CHECK(MPIV_OK == mpiv_num_workers(&workers), "mpiv_num_workers failed");
     mpiv_ult_h ults[PER_PROCESS];
     for (intptr_t i = 0; i < PER_PROCESS; ++i) {
-        const int rc = mpiv_spawn(body, (void *) i, MPIV_WORKER_ANY, &ults[i]);
+        /* Each handle's ULT on the worker it receives through (MPI_Comm_get_info's
+         * mpiv_worker; ULT worker w drains endpoint w first). */
+        MPI_Info info;
+        char value[16] = "";
+        int flag = 0;
+        MT_CALL(MPI_Comm_get_info(handles[i], &info));
+        MT_CALL(MPI_Info_get(info, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
+        MT_CALL(MPI_Info_free(&info));
+        MT_CHECK(flag, "no mpiv_worker reported on handle %d", (int) i);
+        const int worker = (int) ((unsigned) atoi(value) % workers);
+        const int rc = mpiv_spawn(body, (void *) i, worker, &ults[i]);
         MT_CHECK(MPIV_OK == rc, "mpiv_spawn %d: %s", (int) i, mpiv_status_string(rc));
     }
     for (int i = 0; i < PER_PROCESS; ++i) {

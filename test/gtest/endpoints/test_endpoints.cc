@@ -371,6 +371,91 @@ TEST_P(endpoints_test, the_queue_map_places_each_endpoint)
     }
 }
 
+// A thread whose first call is on a handle is bound to the handle's queue (sends through
+// that endpoint and drains it first); later handles do not move it, nor does a handle a
+// thread bound earlier; a ULT worker is bound to its worker number. Four queues.
+TEST_P(endpoints_test, a_thread_is_bound_to_the_queue_of_its_first_handle)
+{
+    const std::uint16_t queues[k_ranks] = {3, 3, 6, 0, 1}; // 6 mod 4 queues: 2
+    create_on(0, queues);
+    create_on(1, queues);
+    const auto bound_by = [&](const std::function<void()> &first, int more_rank) {
+        std::uint32_t got[3] = {99, 99, 99};
+        std::thread t([&] {
+            first();
+            got[0] = eng(0).my_endpoint();
+            got[1] = eng(1).my_endpoint(); // one binding for every engine of the process
+            mpiv_p2p_status_t st{};
+            (void) eng(owner(more_rank)).iprobe(*handles_[more_rank], k_any, 77, st);
+            got[2] = eng(0).my_endpoint();
+        });
+        t.join();
+        EXPECT_EQ(got[0], got[1]);
+        EXPECT_EQ(got[0], got[2]) << "a later handle moved the thread";
+        return got[0];
+    };
+    mpiv_p2p_status_t st{};
+    // A probe (the receive side) on rank 2's handle, whose queue is 2.
+    EXPECT_EQ(bound_by([&] { (void) eng(1).iprobe(*handles_[2], k_any, 77, st); }, 4),
+              2u);
+    // A send from rank 4's handle (queue 1).
+    int v = 5;
+    int got = 0;
+    EXPECT_EQ(bound_by(
+                  [&] {
+                      sop s;
+                      send_from(4, 0, 6, &v, sizeof v, s);
+                      finish(s);
+                  },
+                  0),
+              1u);
+    rop r;
+    recv_at(0, 4, 6, &got, sizeof got, r);
+    EXPECT_EQ(finish(r).source, 4);
+    EXPECT_EQ(got, 5);
+    // A receive posted on rank 0's handle (queue 3), then cancelled.
+    EXPECT_EQ(bound_by(
+                  [&] {
+                      rop late;
+                      recv_at(0, k_any, 78, &got, sizeof got, late);
+                      EXPECT_EQ(late.rc, status::inprogress);
+                      EXPECT_EQ(eng(0).cancel(late.op), status::ok);
+                  },
+                  3),
+              3u);
+    // A thread bound by an ordinary communicator first stays where it was.
+    std::uint32_t before = 99;
+    EXPECT_EQ(bound_by(
+                  [&] {
+                      before = eng(0).my_endpoint();
+                      (void) eng(1).iprobe(*handles_[2], k_any, 77, st);
+                  },
+                  3),
+              before);
+    // A ULT on worker 2 of three, on rank 0's handle (queue 3): its worker's number.
+    start_runtime(3);
+    mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
+    ASSERT_NE(rt, nullptr);
+    struct ult_probe {
+        ep::engine *e;
+        ep::comm_state *h;
+        std::uint32_t got;
+    } arg{&eng(0), handles_[0], 99};
+    std::uint64_t u = 0;
+    ASSERT_EQ(rt->spawn(
+                  [](void *a) -> void * {
+                      auto *p = static_cast<ult_probe *>(a);
+                      mpiv_p2p_status_t s{};
+                      (void) p->e->iprobe(*p->h, k_any, 77, s);
+                      p->got = p->e->my_endpoint();
+                      return nullptr;
+                  },
+                  &arg, 2, false, u),
+              status::ok);
+    EXPECT_EQ(rt->join(u, nullptr), status::ok);
+    EXPECT_EQ(arg.got, 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(copies, endpoints_test,
                          ::testing::Values(MPIV_P2P_SINGLE_COPY_AUTO, MPIV_P2P_SINGLE_COPY_NONE),
                          [](const ::testing::TestParamInfo<mpiv_p2p_single_copy_t> &info) {
