@@ -61,9 +61,10 @@
 // - Threads. All calls are thread-safe. ULTs call in too: a lock held across a possible
 //   ULT yield (an outbound list's) must yield its waiters, never block the worker. Each
 //   thread is bound on first use to an endpoint: a ULT worker to its worker number, a
-//   thread whose first call is on an endpoints handle to that handle's queue, any other
-//   round robin (all modulo the endpoint count). It sends through that endpoint's packets
-//   to the peer endpoint of the same index and drains that queue first.
+//   thread whose first send, receive or probe is on an endpoints handle to that handle's
+//   queue, any other round robin (all modulo the endpoint count). It sends through that
+//   endpoint's packets (to the peer endpoint of the same index, or to an endpoints
+//   handle's own queue) and drains that queue first.
 //   Each queue has one drainer at a time (the queue's try-lock); progress() may run in any
 //   number of threads. An outbound list is guarded by a lock taken only when it is
 //   non-empty (a relaxed count per peer, and one for the process, say so).
@@ -509,10 +510,6 @@ class engine {
     /// while it ended still wake it, and must have before the thread's next wait begins).
     void wait_settle(waiter *w, std::int32_t total) noexcept;
 
-    /// The endpoint the calling thread sends through and drains first, binding it on
-    /// first use (see Threads above).
-    std::uint32_t my_endpoint() noexcept;
-
   private:
     friend struct engine_test_access;
 
@@ -576,6 +573,9 @@ class engine {
     void stop_flusher() noexcept;
 #endif
 
+    // The endpoint the calling thread sends through and drains first, bound on first use
+    // (see Threads above).
+    std::uint32_t my_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;

@@ -41,7 +41,8 @@ inline thread_local const void *tl_drained_queue __attribute__((tls_model("initi
 inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) =
     UINT32_MAX;
 
-// A thread whose first call is on an endpoints handle @p c is bound to the handle's queue,
+// A thread whose first call is on an endpoints handle @p c (a send, a receive or a probe:
+// the data path, not a change of hints) is bound to the handle's queue,
 // so that it sends through the endpoint it receives on and drains that queue first: a
 // thread per handle then has an endpoint to itself whenever the handles do (the info key
 // mpiv_worker, or the default map). A ULT worker keeps its worker number (my_endpoint()).
@@ -147,7 +148,6 @@ class consumer_guard {
 template <class F> decltype(auto) locked_match(comm_state &c, F &&f) noexcept
 {
     if (c.priv != nullptr) {
-        detail::bind_to_handle(c);
         detail::consumer_guard g(c.inbox);
         return f(*c.priv);
     }

@@ -640,6 +640,7 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     if (to.sink == nullptr && to.buf == nullptr && to.capacity != 0) {
         return status::invalid_arg;
     }
+    detail::bind_to_handle(comm);
     op.type = op_type::recv;
     op.comm = &comm;
     op.user = user;
@@ -680,6 +681,7 @@ status engine::cancel(recv_op &op) noexcept
 status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
                       mpiv_p2p_status_t &st) noexcept
 {
+    detail::bind_to_handle(comm);
     match::envelope env;
     const status s = locked_match(comm, [&](auto &c) { return c.probe(source, tag, env); });
     if (s == status::ok) {
@@ -691,6 +693,7 @@ status engine::iprobe(comm_state &comm, std::int32_t source, std::int32_t tag,
 status engine::improbe(comm_state &comm, std::int32_t source, std::int32_t tag, inmsg *&msg_p,
                        mpiv_p2p_status_t &st) noexcept
 {
+    detail::bind_to_handle(comm);
     match::msg_node *m = nullptr;
     const status s = locked_match(comm, [&](auto &c) { return c.mprobe(source, tag, m); });
     if (s == status::ok) {

@@ -201,20 +201,23 @@ static ompi_group_t *endpoint_group(ompi_communicator_t *proc_comm, const int *r
     return group;
 }
 
-/* Info subscriber of a handle's key mpiv_worker: MPI_Comm_get_info reports the worker
- * endpoint the handle receives through (spawn the ULTs that serve it on that worker), which
- * is fixed at creation, since every process's senders use it: a value asked later
- * (MPI_Comm_set_info, the hints of a dup) is not applied. */
-static char *worker_reported(opal_infosubscriber_t *obj, char *key, char *value)
+/* The worker endpoint @p h receives through, in its info as the key mpiv_worker: a setting
+ * of the system (no saved request beside it, which Open MPI 4.1's MPI_Comm_get_info would
+ * report instead), so MPI_Comm_get_info reports the endpoint of every handle, dups and
+ * splits included, whatever hints it was made with. It is fixed at creation (every
+ * process's senders use it): MPI_Comm_set_info cannot move it (Open MPI then treats the
+ * key as an ignored hint and no longer reports it). */
+static void report_worker(ompi_communicator_t *h)
 {
-    static __thread char text[12];
+    char text[12];
     uint32_t queue;
-    ompi_communicator_t *h = (ompi_communicator_t *) obj;
-    if (MPIV_OK != mpiv_p2p_comm_queue((const mpiv_p2p_comm_t *) h->c_pml_comm, &queue)) {
-        return value;
+    if (NULL == h->super.s_info ||
+        MPIV_OK != mpiv_p2p_comm_queue((const mpiv_p2p_comm_t *) h->c_pml_comm, &queue)) {
+        return;
     }
     snprintf(text, sizeof(text), "%u", (unsigned) queue);
-    return text;
+    (void) opal_info_set(h->super.s_info, "mpiv_worker", text);
+    (void) opal_info_delete(h->super.s_info, OPAL_INFO_SAVE_PREFIX "mpiv_worker");
 }
 
 /* Make handle @p h usable: its engine state, hints, attributes, collectives. Returns an
@@ -236,7 +239,7 @@ static int finish_handle(ompi_communicator_t *h, mpiv_p2p_comm_t *engine_handle,
     /* The MPI-4 assertions among the hints apply to the handle's own matching now, and
      * MPI_Comm_set_info changes them later, as on any communicator. */
     mca_pml_mpiv_subscribe_assertions(h);
-    opal_infosubscribe_subscribe(&h->super, "mpiv_worker", "", worker_reported);
+    report_worker(h);
     if (copy_attrs && NULL != like && NULL != like->c_keyhash) {
         int ret = ompi_attr_hash_init(&h->c_keyhash);
         if (OMPI_SUCCESS == ret) {

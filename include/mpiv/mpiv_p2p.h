@@ -23,9 +23,9 @@
  * other layouts.
  *
  * Threads: every function is thread-safe. Each calling thread is bound on first use to
- * one worker endpoint (a ULT worker to its worker number, a thread whose first call is
- * on an endpoints handle to that handle's queue, others round robin; all modulo the
- * endpoint count); its sends leave through that endpoint's packets.
+ * one worker endpoint (a ULT worker to its worker number, a thread whose first send,
+ * receive or probe is on an endpoints handle to that handle's queue, others round robin;
+ * all modulo the endpoint count); its sends leave through that endpoint's packets.
  * Progress (mpiv_p2p_progress) may run in any number of threads at once; each queue is
  * drained by one of them at a time.
  */
@@ -231,9 +231,10 @@ MPIV_API mpiv_status_t mpiv_p2p_comm_create_endpoints(mpiv_p2p_t *engine, uint16
 
 /** The inbound queue (worker endpoint, 0 .. endpoints - 1) an endpoints handle of this
  *  process receives through: its messages are matched by drains of that queue. A thread
- *  whose first call into the engine is on a handle sends through and drains this queue
+ *  whose first send, receive or probe is on a handle sends through and drains this queue
  *  first; a ULT worker uses endpoint (its worker number) mod endpoints.
- *  @param[out] queue_p the queue
+ *  @param[in]  comm    an endpoints handle of this process
+ *  @param[out] queue_p the queue (written on success only)
  *  @return MPIV_OK; MPIV_ERR_INVALID_ARG when @p comm is not an endpoints handle (NULL
  *          included)
  *  @context any thread */

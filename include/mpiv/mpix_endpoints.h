@@ -19,16 +19,18 @@
  * or MPI_UNDEFINED; another type fails with MPI_ERR_ARG. An argument error on any rank
  * fails the call on every rank (MPI_ERR_ARG, MPI_ERR_INFO), and so do different
  * constructors called as the same collective call (MPI_ERR_COMM). MPI_Comm_idup on a
- * handle is local: it returns a request at once and completes once every handle of the
- * process has called it. MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create and
+ * handle is local: it returns a request at once, which completes once every endpoint rank
+ * has called it. MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create and
  * MPI_Intercomm_create on a handle fail with MPI_ERR_COMM (not supported yet). Errors go
  * through the handle's error handler.
  *
  * Placement: each handle receives through one worker endpoint of its process, which
- * MPI_Comm_get_info reports as "mpiv_worker" (see info below; fixed at creation). A
- * pthread whose first call on the engine is on a handle is bound to that handle's
- * endpoint; an mpiv ULT worker w to endpoint w mod pml_mpiv_workers. Run the ULTs that
- * serve a handle on the worker it reports (mpiv_spawn's worker argument).
+ * MPI_Comm_get_info reports as "mpiv_worker" (see info below). It is fixed at creation:
+ * MPI_Comm_set_info cannot move it (Open MPI then treats the key as an ignored hint and
+ * stops reporting it). A pthread whose first send, receive or probe is on a handle is
+ * bound to that handle's endpoint; an mpiv ULT worker w to endpoint w mod
+ * pml_mpiv_workers. Run the ULTs that serve a handle on worker (the value reported) mod
+ * the ULT runtime's worker count (mpiv_spawn's worker argument).
  *
  * A handle can be the parent of MPIX_Comm_create_endpoints: every endpoint rank of the
  * parent calls it (the threads of a process at once), each with its own my_num_ep, and

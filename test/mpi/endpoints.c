@@ -33,9 +33,11 @@
  * (OMPI_MCA_pml, as mpirun --mca pml sets it) the call fails with
  * MPI_ERR_UNSUPPORTED_OPERATION, and that is all this program checks.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "mpi_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <mpiv/mpix_endpoints.h>
 
@@ -46,8 +48,75 @@ static const size_t sizes[SIZES] = {8, 2048, 65536};
 struct endpoint {
     MPI_Comm comm;
     int first, total, index;
+    int worker; /* the worker endpoint the handle receives through */
     pthread_t thread;
 };
+
+/* The worker endpoint MPI_Comm_get_info reports for handle @p h (key mpiv_worker), or -1
+ * when the key is not there. A value that is not a number fails the test. */
+static int reported_worker(MPI_Comm h)
+{
+    MPI_Info got;
+    char value[16] = "", *end = NULL;
+    int flag = 0;
+    MT_CALL(MPI_Comm_get_info(h, &got));
+    MT_CALL(MPI_Info_get(got, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
+    MT_CALL(MPI_Info_free(&got));
+    if (!flag) {
+        return -1;
+    }
+    const long w = strtol(value, &end, 10);
+    MT_CHECK('\0' != value[0] && '\0' == *end && w >= 0 && w < 256,
+             "mpiv_worker reported as '%s', not a worker endpoint", value);
+    return (int) w;
+}
+
+/* This process's worker endpoints (inbound queues): pml_mpiv_workers, or when it is 0 the
+ * PUs of the process's binding, as the PML counts them. */
+static int endpoint_count(void)
+{
+    int provided = 0, index = -1, count = 0, workers = 0;
+    MPI_T_cvar_handle handle;
+    MT_CHECK(MPI_SUCCESS == MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided), "MPI_T_init_thread");
+    MT_CHECK(MPI_SUCCESS == MPI_T_cvar_get_index("pml_mpiv_workers", &index),
+             "no control variable pml_mpiv_workers");
+    MT_CHECK(MPI_SUCCESS == MPI_T_cvar_handle_alloc(index, NULL, &handle, &count) && 1 == count,
+             "MPI_T_cvar_handle_alloc(pml_mpiv_workers)");
+    MT_CHECK(MPI_SUCCESS == MPI_T_cvar_read(handle, &workers), "MPI_T_cvar_read(pml_mpiv_workers)");
+    MPI_T_cvar_handle_free(&handle);
+    MPI_T_finalize();
+    if (workers > 0) {
+        return workers;
+    }
+    cpu_set_t set;
+    MT_CHECK(0 == sched_getaffinity(0, sizeof set, &set), "sched_getaffinity");
+    return CPU_COUNT(&set);
+}
+
+/* The placement MPI_Comm_get_info reports on this process's @p mine handles: worker
+ * endpoint 0 for all when @p placed, else handle k on k mod the endpoint count. Kept in
+ * @p ep[k].worker for the dups. A value asked later through MPI_Comm_set_info is not
+ * applied (the senders of every process use the placement of the creation): the key is
+ * then an ignored hint, which Open MPI no longer reports, but never the value asked. */
+static void check_placement(const MPI_Comm *h, struct endpoint *ep, int mine, int placed)
+{
+    const int count = endpoint_count();
+    for (int k = 0; k < mine; ++k) {
+        ep[k].worker = placed ? 0 : k % count;
+        MT_EXPECT_EQ("mpiv_worker reported on a handle", ep[k].worker, reported_worker(h[k]));
+    }
+    if (count < 2) {
+        return; /* no other endpoint to ask for */
+    }
+    const int before = ep[mine - 1].worker;
+    MPI_Info info;
+    MT_CALL(MPI_Info_create(&info));
+    MT_CALL(MPI_Info_set(info, "mpiv_worker", before > 0 ? "0" : "1"));
+    MT_CALL(MPI_Comm_set_info(h[mine - 1], info));
+    MT_CALL(MPI_Info_free(&info));
+    const int after = reported_worker(h[mine - 1]);
+    MT_EXPECT_EQ("mpiv_worker after MPI_Comm_set_info (not applied)", 1, -1 == after || before == after);
+}
 
 static int keyval = MPI_KEYVAL_INVALID; /* an attribute copied by MPI_Comm_dup */
 
@@ -121,7 +190,7 @@ static void *drive(void *arg)
         MT_CALL(MPI_Comm_size(dup[d], &dsize));
         MT_EXPECT_EQ("MPI_Comm_rank of a dup", rank, drank);
         MT_EXPECT_EQ("MPI_Comm_size of a dup", n, dsize);
-        MT_EXPECT_EQ("mpiv_worker of a dup", reported_worker(e->comm), reported_worker(dup[d]));
+        MT_EXPECT_EQ("mpiv_worker of a dup", e->worker, reported_worker(dup[d]));
         MT_CALL(MPI_Isend(&token, 1, MPI_INT, (rank + 1) % n, 5, dup[d], &req[0]));
         MT_CALL(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 5, dup[d], &status));
         MT_CALL(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
@@ -176,43 +245,6 @@ static MPI_Info worker_info(const char *value)
         MT_CALL(MPI_Info_set(info, "mpiv_worker", value));
     }
     return info;
-}
-
-/* The worker endpoint MPI_Comm_get_info reports for handle @p h (key mpiv_worker). */
-static int reported_worker(MPI_Comm h)
-{
-    MPI_Info got;
-    char value[16] = "";
-    int flag = 0;
-    MT_CALL(MPI_Comm_get_info(h, &got));
-    MT_CALL(MPI_Info_get(got, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
-    MT_CALL(MPI_Info_free(&got));
-    MT_CHECK(flag, "MPI_Comm_get_info reports no mpiv_worker on a handle");
-    return atoi(value);
-}
-
-/* The placement MPI_Comm_get_info reports on this process's @p mine handles: worker
- * endpoint 0 for all when @p placed, else handle k on k mod the endpoint count (found as
- * the first k > 0 reported on 0; none: more endpoints than handles). A value asked later
- * through MPI_Comm_set_info is not applied: the senders of every process use the
- * placement of the creation. */
-static void check_placement(const MPI_Comm *h, int mine, int placed)
-{
-    int count = 0;
-    for (int k = 1; k < mine && 0 == count; ++k) {
-        count = 0 == reported_worker(h[k]) ? k : 0;
-    }
-    for (int k = 0; k < mine; ++k) {
-        const int want = placed ? 0 : (0 == count ? k : k % count);
-        MT_EXPECT_EQ("mpiv_worker reported on a handle", want, reported_worker(h[k]));
-    }
-    const int before = reported_worker(h[mine - 1]);
-    MPI_Info info;
-    MT_CALL(MPI_Info_create(&info));
-    MT_CALL(MPI_Info_set(info, "mpiv_worker", before > 0 ? "0" : "1"));
-    MT_CALL(MPI_Comm_set_info(h[mine - 1], info));
-    MT_CALL(MPI_Info_free(&info));
-    MT_EXPECT_EQ("mpiv_worker after MPI_Comm_set_info", before, reported_worker(h[mine - 1]));
 }
 
 /* The MPI-4 assertions on a handle (MPI_Comm_set_info, local in Open MPI): with
@@ -329,7 +361,7 @@ int main(int argc, char **argv)
     if (MPI_INFO_NULL != placed) {
         MT_CALL(MPI_Info_free(&placed));
     }
-    check_placement(handles, mine, 0 == mt_rank || wide);
+    check_placement(handles, ep, mine, 0 == mt_rank || wide);
     for (int k = 0; k < mine; ++k) {
         check_assertions(handles[k]);
     }

@@ -85,8 +85,11 @@ int main(int argc, char **argv)
         MT_CALL(MPI_Comm_get_info(handles[i], &info));
         MT_CALL(MPI_Info_get(info, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
         MT_CALL(MPI_Info_free(&info));
-        MT_CHECK(flag, "no mpiv_worker reported on handle %d", (int) i);
-        const int worker = (int) ((unsigned) atoi(value) % workers);
+        char *end = NULL;
+        const long reported = strtol(value, &end, 10);
+        MT_CHECK(flag && '\0' != value[0] && '\0' == *end && reported >= 0,
+                 "handle %d: mpiv_worker reported as '%s'", (int) i, flag ? value : "(none)");
+        const int worker = (int) ((unsigned long) reported % workers);
         const int rc = mpiv_spawn(body, (void *) i, worker, &ults[i]);
         MT_CHECK(MPIV_OK == rc, "mpiv_spawn %d: %s", (int) i, mpiv_status_string(rc));
     }

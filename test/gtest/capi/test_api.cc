@@ -9,6 +9,7 @@
 
 #include <mpiv/mpiv.h>
 #include <mpiv/mpiv_cid.h>
+#include <mpiv/mpiv_p2p.h>
 
 namespace {
 
@@ -192,6 +193,49 @@ TEST(api, cid_agree_with_one_participant)
     EXPECT_EQ(id, 5u);
     EXPECT_EQ(mpiv_cid_agree(nullptr, &id), MPIV_ERR_INVALID_ARG);
     EXPECT_EQ(mpiv_cid_agree(&ops, nullptr), MPIV_ERR_INVALID_ARG);
+}
+
+// mpiv_p2p_comm_queue: an endpoints handle's queue (the rank map's, modulo the queue
+// count); an ordinary communicator, NULL and a NULL output are refused.
+TEST(api, comm_queue_reports_a_handles_queue)
+{
+    mpiv_p2p_params_t params;
+    ASSERT_EQ(mpiv_p2p_params_default(&params), MPIV_OK);
+    params.self = 0;
+    params.num_peers = 1;
+    params.endpoints = 3;
+    params.complete = [](void *, const mpiv_p2p_status_t *) {};
+    mpiv_p2p_t *engine = nullptr;
+    ASSERT_EQ(mpiv_p2p_create(&params, &engine), MPIV_OK);
+    const void *addr = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(mpiv_p2p_address(engine, &addr, &len), MPIV_OK);
+    ASSERT_EQ(mpiv_p2p_connect(engine, 0, addr, len), MPIV_OK);
+    const uint32_t rank_peer[3] = {0, 0, 0};
+    const uint16_t rank_ep[3] = {0, 1, 2};
+    const uint16_t rank_queue[3] = {2, 4, 0}; // 4 mod 3 queues: 1
+    mpiv_p2p_comm_t *handles[3] = {};
+    ASSERT_EQ(mpiv_p2p_comm_create_endpoints(engine, 7, 3, rank_peer, rank_ep, rank_queue, 3,
+                                             handles),
+              MPIV_OK);
+    const uint32_t want[3] = {2, 1, 0};
+    for (int k = 0; k < 3; ++k) {
+        uint32_t q = 99;
+        EXPECT_EQ(mpiv_p2p_comm_queue(handles[k], &q), MPIV_OK);
+        EXPECT_EQ(q, want[k]) << "handle " << k;
+    }
+    mpiv_p2p_comm_t *plain = nullptr;
+    ASSERT_EQ(mpiv_p2p_comm_create(engine, 8, 1, 0, &plain), MPIV_OK);
+    uint32_t q = 99;
+    EXPECT_EQ(mpiv_p2p_comm_queue(plain, &q), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_p2p_comm_queue(nullptr, &q), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(q, 99u) << "written on error";
+    EXPECT_EQ(mpiv_p2p_comm_queue(handles[0], nullptr), MPIV_ERR_INVALID_ARG);
+    EXPECT_EQ(mpiv_p2p_comm_destroy(engine, plain), MPIV_OK);
+    for (auto *h : handles) {
+        EXPECT_EQ(mpiv_p2p_comm_destroy(engine, h), MPIV_OK);
+    }
+    EXPECT_EQ(mpiv_p2p_destroy(engine), MPIV_OK);
 }
 
 } // namespace

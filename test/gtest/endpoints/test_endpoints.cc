@@ -6,7 +6,16 @@
 // destroyed in any order. Both copy modes (CMA, and two copies through shared memory).
 #include "test/gtest/endpoints/engine_fixture.hpp"
 
+namespace mpiv::ep {
+// White-box access: the endpoint the calling thread is bound to (engine::my_endpoint()).
+struct engine_test_access {
+    static std::uint32_t endpoint(engine &e) { return e.my_endpoint(); }
+};
+} // namespace mpiv::ep
+
 namespace {
+
+std::uint32_t endpoint_of(ep::engine &e) { return ep::engine_test_access::endpoint(e); }
 
 constexpr std::uint16_t k_ep_cid = 21;
 constexpr std::int32_t k_ranks = 5;
@@ -383,11 +392,11 @@ TEST_P(endpoints_test, a_thread_is_bound_to_the_queue_of_its_first_handle)
         std::uint32_t got[3] = {99, 99, 99};
         std::thread t([&] {
             first();
-            got[0] = eng(0).my_endpoint();
-            got[1] = eng(1).my_endpoint(); // one binding for every engine of the process
+            got[0] = endpoint_of(eng(0));
+            got[1] = endpoint_of(eng(1)); // one binding for every engine of the process
             mpiv_p2p_status_t st{};
             (void) eng(owner(more_rank)).iprobe(*handles_[more_rank], k_any, 77, st);
-            got[2] = eng(0).my_endpoint();
+            got[2] = endpoint_of(eng(0));
         });
         t.join();
         EXPECT_EQ(got[0], got[1]);
@@ -423,11 +432,11 @@ TEST_P(endpoints_test, a_thread_is_bound_to_the_queue_of_its_first_handle)
                   },
                   3),
               3u);
-    // A thread bound by an ordinary communicator first stays where it was.
+    // A thread bound before its first handle (by its first engine call) stays where it was.
     std::uint32_t before = 99;
     EXPECT_EQ(bound_by(
                   [&] {
-                      before = eng(0).my_endpoint();
+                      before = endpoint_of(eng(0));
                       (void) eng(1).iprobe(*handles_[2], k_any, 77, st);
                   },
                   3),
@@ -447,7 +456,7 @@ TEST_P(endpoints_test, a_thread_is_bound_to_the_queue_of_its_first_handle)
                       auto *p = static_cast<ult_probe *>(a);
                       mpiv_p2p_status_t s{};
                       (void) p->e->iprobe(*p->h, k_any, 77, s);
-                      p->got = p->e->my_endpoint();
+                      p->got = endpoint_of(*p->e);
                       return nullptr;
                   },
                   &arg, 2, false, u),
