@@ -177,9 +177,10 @@ static const struct {
 /* Info subscriber (MPI_Comm_set_info on an existing communicator, and each subscription at
  * creation): applies a changed assertion to the communicator's matching state. Overtaking
  * is decided per message by its sender, so the processes need not change it at the same
- * time. Returns the value in effect, which MPI_Comm_get_info reports: the old one when mpiv
- * cannot apply the change (both wildcard assertions while a wildcard receive is posted),
- * which it says at verbose level 1. */
+ * time. Returns the value in effect, which the communicator's info keeps: the old one when
+ * mpiv cannot apply the change (both wildcard assertions while a wildcard receive is
+ * posted), which it says at verbose level 1. (Open MPI 4.1's MPI_Comm_get_info reports
+ * the value asked, which it saves beside it, not this one.) */
 static char *assertion_changed(opal_infosubscriber_t *obj, char *key, char *value)
 {
     ompi_communicator_t *comm = (ompi_communicator_t *) obj;
