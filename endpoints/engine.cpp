@@ -218,18 +218,16 @@ status engine::peer_single_copy(std::uint32_t peer, bool &single_p, int &error_p
     return status::ok;
 }
 
-std::uint32_t engine::my_endpoint() noexcept
+std::uint32_t engine::bind_endpoint() noexcept
 {
-    std::uint32_t &mine = detail::tl_endpoint;
-    if (mine == UINT32_MAX) {
-        const sched::worker *const w = sched::worker::current();
-        // Relaxed: only spreads threads over endpoints.
-        mine = w != nullptr ? w->id() : next_endpoint_.fetch_add(1, std::memory_order_relaxed);
-    }
-    // No division on the common path (one of the first `endpoints` threads): this runs
-    // on every send and poll.
-    return mine < params_.endpoints ? mine : mine % params_.endpoints;
+    const sched::worker *const w = sched::worker::current();
+    // Relaxed: only spreads threads over endpoints.
+    detail::tl_endpoint =
+        w != nullptr ? w->id() : next_endpoint_.fetch_add(1, std::memory_order_relaxed);
+    return detail::tl_endpoint;
 }
+
+std::uint32_t engine::my_endpoint() noexcept { return this_endpoint(); }
 
 namespace {
 // The C ABI's MPIV_P2P_ASSERT_* bits as match::k_assert_* flags; false for unknown bits.

@@ -574,8 +574,12 @@ class engine {
 #endif
 
     // The endpoint the calling thread sends through and drains first, bound on first use
-    // (see Threads above).
+    // (see Threads above): this_endpoint() inline (engine_detail.hpp; every send and
+    // progress pass), my_endpoint() out of line (white-box tests).
+    inline std::uint32_t this_endpoint() noexcept;
     std::uint32_t my_endpoint() noexcept;
+    // this_endpoint()'s first use on a thread: returns the binding before the modulo.
+    std::uint32_t bind_endpoint() noexcept;
     // False: not sent yet (retry). True: pushed; @p waits, set before the push, says
     // whether ACK/FIN completes it. Without a packet an eager send goes rendezvous.
     [[gnu::always_inline]] bool try_send(send_op &op, bool &waits) noexcept;

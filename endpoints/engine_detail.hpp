@@ -143,6 +143,16 @@ class consumer_guard {
 
 } // namespace detail
 
+inline std::uint32_t engine::this_endpoint() noexcept
+{
+    std::uint32_t mine = detail::tl_endpoint;
+    if (__builtin_expect(mine == UINT32_MAX, 0)) {
+        mine = bind_endpoint();
+    }
+    // No division on the common path (one of the first `endpoints` threads).
+    return mine < params_.endpoints ? mine : mine % params_.endpoints;
+}
+
 // Call @p f with @p c's matching engine: a handle's private one under the consumer lock
 // of its queue.
 template <class F> decltype(auto) locked_match(comm_state &c, F &&f) noexcept

@@ -719,7 +719,7 @@ int engine::progress() noexcept
         events += drain_outbound();
     }
     const std::size_t n = shm_.inbound_count();
-    std::size_t next = my_endpoint(); // own queue first, then the others round the ring
+    std::size_t next = this_endpoint(); // own queue first, then the others round the ring
     for (std::size_t i = 0; i < n; ++i) {
         shm::mpsc_queue<> &q = shm_.inbound(next);
         const auto index = static_cast<std::uint32_t>(next);

@@ -20,7 +20,7 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
     // count), so one sender's messages to it arrive in order and only that queue's drains
     // match them. Otherwise this thread's endpoint, or the next queue with room.
     const bool to_handle = seq_comm != nullptr && seq_comm->priv != nullptr;
-    const std::size_t ep = to_handle ? seq_comm->rank_queue[dest] : my_endpoint();
+    const std::size_t ep = to_handle ? seq_comm->rank_queue[dest] : this_endpoint();
     std::size_t q = ep < n ? ep : ep % n; // the peer may have fewer endpoints
     const std::size_t tries = to_handle ? 1 : n;
     // The header, then (inline payload past k_wire_inline) the rest, in one message: the
@@ -76,7 +76,7 @@ inline bool engine::push(std::uint32_t peer, wire &w, comm_state *seq_comm, std:
 
 inline bool engine::try_send(send_op &op, bool &waits) noexcept
 {
-    const std::uint32_t ep = my_endpoint();
+    const std::uint32_t ep = this_endpoint();
     void *packet = nullptr;
     if (op.w.kind == wire_kind::eager_packet && op.packet == nullptr &&
         !shm_.packet_get(ep, packet)) {
