@@ -36,7 +36,7 @@ inline thread_local int tl_draining __attribute__((tls_model("initial-exec"))) =
 // or null.
 inline thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) =
     nullptr;
-// The calling thread's endpoint before the modulo (engine::my_endpoint()), UINT32_MAX
+// The calling thread's endpoint before the modulo (engine::this_endpoint()), UINT32_MAX
 // until bound; one for every engine of the process (tests may create several).
 inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) =
     UINT32_MAX;
@@ -45,7 +45,7 @@ inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-
 // the data path, not a change of hints) is bound to the handle's queue,
 // so that it sends through the endpoint it receives on and drains that queue first: a
 // thread per handle then has an endpoint to itself whenever the handles do (the info key
-// mpiv_worker, or the default map). A ULT worker keeps its worker number (my_endpoint()).
+// mpiv_worker, or the default map). A ULT worker keeps its worker number (bind_endpoint()).
 [[gnu::always_inline]] inline void bind_to_handle(const comm_state &c) noexcept
 {
     if (__builtin_expect(tl_endpoint == UINT32_MAX, 0) && c.priv != nullptr &&
