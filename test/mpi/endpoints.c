@@ -52,25 +52,6 @@ struct endpoint {
     pthread_t thread;
 };
 
-/* The worker endpoint MPI_Comm_get_info reports for handle @p h (key mpiv_worker), or -1
- * when the key is not there. A value that is not a number fails the test. */
-static int reported_worker(MPI_Comm h)
-{
-    MPI_Info got;
-    char value[16] = "", *end = NULL;
-    int flag = 0;
-    MT_CALL(MPI_Comm_get_info(h, &got));
-    MT_CALL(MPI_Info_get(got, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
-    MT_CALL(MPI_Info_free(&got));
-    if (!flag) {
-        return -1;
-    }
-    const long w = strtol(value, &end, 10);
-    MT_CHECK('\0' != value[0] && '\0' == *end && w >= 0 && w < 256,
-             "mpiv_worker reported as '%s', not a worker endpoint", value);
-    return (int) w;
-}
-
 /* This process's worker endpoints (inbound queues): pml_mpiv_workers, or when it is 0 the
  * PUs of the process's binding, as the PML counts them. */
 static int endpoint_count(void)
@@ -103,7 +84,7 @@ static void check_placement(const MPI_Comm *h, struct endpoint *ep, int mine, in
     const int count = endpoint_count();
     for (int k = 0; k < mine; ++k) {
         ep[k].worker = placed ? 0 : k % count;
-        MT_EXPECT_EQ("mpiv_worker reported on a handle", ep[k].worker, reported_worker(h[k]));
+        MT_EXPECT_EQ("mpiv_worker reported on a handle", ep[k].worker, mt_reported_worker(h[k]));
     }
     if (count < 2) {
         return; /* no other endpoint to ask for */
@@ -114,7 +95,7 @@ static void check_placement(const MPI_Comm *h, struct endpoint *ep, int mine, in
     MT_CALL(MPI_Info_set(info, "mpiv_worker", before > 0 ? "0" : "1"));
     MT_CALL(MPI_Comm_set_info(h[mine - 1], info));
     MT_CALL(MPI_Info_free(&info));
-    const int after = reported_worker(h[mine - 1]);
+    const int after = mt_reported_worker(h[mine - 1]);
     MT_EXPECT_EQ("mpiv_worker after MPI_Comm_set_info (not applied)", 1, -1 == after || before == after);
 }
 
@@ -190,7 +171,7 @@ static void *drive(void *arg)
         MT_CALL(MPI_Comm_size(dup[d], &dsize));
         MT_EXPECT_EQ("MPI_Comm_rank of a dup", rank, drank);
         MT_EXPECT_EQ("MPI_Comm_size of a dup", n, dsize);
-        MT_EXPECT_EQ("mpiv_worker of a dup", e->worker, reported_worker(dup[d]));
+        MT_EXPECT_EQ("mpiv_worker of a dup", e->worker, mt_reported_worker(dup[d]));
         MT_CALL(MPI_Isend(&token, 1, MPI_INT, (rank + 1) % n, 5, dup[d], &req[0]));
         MT_CALL(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 5, dup[d], &status));
         MT_CALL(MPI_Wait(&req[0], MPI_STATUS_IGNORE));

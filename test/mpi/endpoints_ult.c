@@ -79,17 +79,9 @@ int main(int argc, char **argv)
     for (intptr_t i = 0; i < PER_PROCESS; ++i) {
         /* Each handle's ULT on the worker it receives through (MPI_Comm_get_info's
          * mpiv_worker; ULT worker w drains endpoint w first). */
-        MPI_Info info;
-        char value[16] = "";
-        int flag = 0;
-        MT_CALL(MPI_Comm_get_info(handles[i], &info));
-        MT_CALL(MPI_Info_get(info, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
-        MT_CALL(MPI_Info_free(&info));
-        char *end = NULL;
-        const long reported = strtol(value, &end, 10);
-        MT_CHECK(flag && '\0' != value[0] && '\0' == *end && reported >= 0,
-                 "handle %d: mpiv_worker reported as '%s'", (int) i, flag ? value : "(none)");
-        const int worker = (int) ((unsigned long) reported % workers);
+        const int reported = mt_reported_worker(handles[i]);
+        MT_CHECK(reported >= 0, "handle %d: no mpiv_worker reported", (int) i);
+        const int worker = (int) ((unsigned) reported % workers);
         const int rc = mpiv_spawn(body, (void *) i, worker, &ults[i]);
         MT_CHECK(MPIV_OK == rc, "mpiv_spawn %d: %s", (int) i, mpiv_status_string(rc));
     }

@@ -155,6 +155,26 @@ static inline void mt_check_status_at(const char *file, int line, const MPI_Stat
     mt_check_status_at(__FILE__, __LINE__, (_status), (_source), (_tag), (_type), (_count), (_what))
 
 /** Integer from the environment, or `dflt` when unset or empty. */
+/* The worker endpoint MPI_Comm_get_info reports for an mpiv endpoints handle @p h (key
+ * mpiv_worker), or -1 when the key is not there. A value that is not a worker endpoint
+ * fails the test. */
+static inline int mt_reported_worker(MPI_Comm h)
+{
+    MPI_Info got;
+    char value[16] = "", *end = NULL;
+    int flag = 0;
+    MT_CALL(MPI_Comm_get_info(h, &got));
+    MT_CALL(MPI_Info_get(got, "mpiv_worker", (int) sizeof(value) - 1, value, &flag));
+    MT_CALL(MPI_Info_free(&got));
+    if (!flag) {
+        return -1;
+    }
+    const long w = strtol(value, &end, 10);
+    MT_CHECK('\0' != value[0] && '\0' == *end && w >= 0 && w < 256,
+             "mpiv_worker reported as '%s', not a worker endpoint", value);
+    return (int) w;
+}
+
 static inline long mt_env_long(const char *name, long dflt)
 {
     const char *s = getenv(name);
