@@ -5,6 +5,8 @@ include contrib/apsm/local.mk
 # Instruction counts of the endpoints path against MPI_COMM_WORLD (callgrind; by hand).
 dist_noinst_SCRIPTS += %reldir%/callgrind/ep_cost.sh
 EXTRA_DIST += %reldir%/callgrind/ep_cost.c %reldir%/setup_lock.sh
+# MPICH's MPI test suite against mpiv and a reference PML (by hand; needs an MPICH tree).
+dist_noinst_SCRIPTS += %reldir%/mpich-suite/run.py
 # Multi-node tests on one machine (network namespaces).
 include contrib/twonode/local.mk
 # srun --mpi=pmix under a private one-node Slurm.
