@@ -128,6 +128,7 @@ class Suite:
                 self.compile(["-c", os.path.join(self.top, "util", name + ".c"), "-o", obj],
                              fatal=True)
             self.util.append(obj)
+        self.pml_args = {}
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -139,18 +140,21 @@ class Suite:
         return r.returncode == 0
 
     def mpirun_args(self, pml):
-        args = ["--mca", "pml", pml]
-        if pml == "mpiv" and self.a.builddir:
-            b = os.path.abspath(self.a.builddir)
-            pkglib = subprocess.run(["ompi_info", "--path", "pkglibdir", "--parsable"],
-                                    capture_output=True, text=True, check=False)
-            pkglib = pkglib.stdout.strip().split(":")[-1]
-            args += ["--mca", "mca_base_component_path",
-                     f"{b}/ompi-component/.libs:{pkglib}",
-                     "-x", f"LD_LIBRARY_PATH={b}/.libs:{b}/ompi-component/.libs"]
-        if pml == self.a.pml:
-            args += shlex.split(self.a.mca)
-        return args
+        """mpirun's arguments for PML (made once per PML: ompi_info is slow)."""
+        if pml not in self.pml_args:
+            args = ["--mca", "pml", pml]
+            if pml == "mpiv" and self.a.builddir:
+                b = os.path.abspath(self.a.builddir)
+                pkglib = subprocess.run(["ompi_info", "--path", "pkglibdir", "--parsable"],
+                                        capture_output=True, text=True, check=False)
+                pkglib = pkglib.stdout.strip().split(":")[-1]
+                args += ["--mca", "mca_base_component_path",
+                         f"{b}/ompi-component/.libs:{pkglib}",
+                         "-x", f"LD_LIBRARY_PATH={b}/.libs:{b}/ompi-component/.libs"]
+            if pml == self.a.pml:
+                args += shlex.split(self.a.mca)
+            self.pml_args[pml] = args
+        return self.pml_args[pml]
 
     def build(self, d, name):
         """The program of test NAME in directory D, or None when it does not build."""
