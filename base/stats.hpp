@@ -102,7 +102,9 @@ namespace mpiv::base::stats {
                           "rendezvous instead)")                                                \
     X(server_polls, "polls", "Polls of the communication-server thread")                        \
     X(server_polls_with_work, "polls", "Polls of the communication-server thread that found "   \
-                                       "something to do")
+                                       "something to do")                                       \
+    X(table_growths, "growths", "Growths of the matching hash table's bucket array (each "     \
+                                "multiplies the bucket count by 4)")
 
 // X(name, unit, description): the counters kept per communicator (see the design above).
 #define MPIV_STATS_COMM_COUNTERS(X)                                                               \

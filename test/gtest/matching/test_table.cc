@@ -1,11 +1,14 @@
 // Tests of match::table: the MPIv insert-or-match with a FIFO per key, exact keys, the
-// overflow chain, and concurrent use.
+// overflow chain, growth of the bucket array, and concurrent use.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -159,6 +162,66 @@ TEST_P(match_table_modes, overflow_chain_holds_any_number_of_keys)
     }
 }
 
+TEST_P(match_table_modes, a_long_chain_grows_the_table_fourfold)
+{
+    // One bucket: keys 0..2 take the entries, key j >= 3 meets a chain of j - 3 keys; the
+    // first to meet k_grow_chain of them grows the table when its guard is released.
+    auto t = make_table(1, GetParam());
+    const int first_grower = 3 + static_cast<int>(table::k_grow_chain);
+    std::vector<tnode> n(static_cast<std::size_t>(first_grower) + 1);
+    for (int j = 0; j < first_grower; ++j) {
+        n[static_cast<std::size_t>(j)] = make(j, 1, 0, j);
+        EXPECT_EQ(insert(*t, n[static_cast<std::size_t>(j)], side::recv), -1);
+        EXPECT_EQ(t->bucket_count(), 1U) << "key " << j;
+    }
+    n.back() = make(first_grower, 1, 0, first_grower);
+    EXPECT_EQ(insert(*t, n.back(), side::recv), -1);
+    EXPECT_EQ(t->bucket_count(), table::k_grow_factor);
+    for (int j = 0; j <= first_grower; ++j) {
+        tnode m = make(100 + j, 1, 0, j);
+        EXPECT_EQ(insert(*t, m, side::msg), j);
+    }
+}
+
+TEST_P(match_table_modes, growth_keeps_every_fifo_in_order)
+{
+    // Thousands of keys pushed in rounds, so that growths (1 -> 4 -> ... buckets) happen
+    // while each key's FIFO already holds nodes, chained or not.
+    auto t = make_table(1, GetParam());
+    constexpr int keys = 4000, depth = 3;
+    std::vector<tnode> recvs(keys * depth);
+    std::vector<std::size_t> sizes;
+    for (int d = 0; d < depth; ++d) {
+        for (int k = 0; k < keys; ++k) {
+            tnode &r = recvs[static_cast<std::size_t>(k * depth + d)];
+            r = make(k * depth + d, static_cast<std::uint16_t>(1 + k % 3), k % 7, k);
+            ASSERT_EQ(insert(*t, r, side::recv), -1) << "key " << k << " round " << d;
+        }
+        sizes.push_back(t->bucket_count());
+    }
+    EXPECT_GE(sizes.front() * 16, std::size_t{keys}); // grown well before 16 keys a bucket
+    EXPECT_LE(sizes.back(), std::size_t{keys} * 4);
+    EXPECT_TRUE(std::is_sorted(sizes.begin(), sizes.end()));
+    std::vector<int> order(keys);
+    for (int k = 0; k < keys; ++k) {
+        order[static_cast<std::size_t>(k)] = k;
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937(11));
+    std::vector<tnode> msgs(keys * depth);
+    std::size_t used = 0;
+    for (int d = 0; d < depth; ++d) {
+        for (int k : order) {
+            tnode &m = msgs[used++];
+            m = make(-1, static_cast<std::uint16_t>(1 + k % 3), k % 7, k);
+            ASSERT_EQ(insert(*t, m, side::msg), k * depth + d) << "key " << k;
+        }
+    }
+    for (int k = 0; k < keys; ++k) {
+        table::queue_guard q(*t, key{static_cast<std::uint16_t>(1 + k % 3), k % 7, k});
+        EXPECT_TRUE(q.empty()) << "key " << k;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(locking, match_table_modes, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool> &info) {
                              return info.param ? std::string("serial") : std::string("locked");
@@ -269,6 +332,193 @@ TEST(match_table, concurrent_pairs_match_in_fifo_order)
             table::queue_guard q(*t, key{2, pair, k});
             EXPECT_TRUE(q.empty());
         }
+    }
+}
+
+TEST(match_table, remove_and_for_each_queue_after_growth)
+{
+    auto t = make_table(4);
+    constexpr int msg_keys = 2000, recv_keys = 500;
+    // cid 3: two messages per key; cid 4: one receive per key.
+    std::vector<tnode> msgs(2 * msg_keys), recvs(recv_keys);
+    for (int d = 0; d < 2; ++d) {
+        for (int k = 0; k < msg_keys; ++k) {
+            tnode &m = msgs[static_cast<std::size_t>(2 * k + d)];
+            m = make(2 * k + d, 3, k % 5, k);
+            ASSERT_EQ(insert(*t, m, side::msg), -1);
+        }
+    }
+    for (int k = 0; k < recv_keys; ++k) {
+        recvs[static_cast<std::size_t>(k)] = make(10000 + k, 4, 0, k);
+        ASSERT_EQ(insert(*t, recvs[static_cast<std::size_t>(k)], side::recv), -1);
+    }
+    EXPECT_GE(t->bucket_count() * 16, std::size_t{msg_keys + recv_keys});
+    // Remove the first message of the even keys, the second of the odd ones.
+    for (int k = 0; k < msg_keys; ++k) {
+        table::queue_guard q(*t, key{3, k % 5, k});
+        EXPECT_TRUE(q.remove(msgs[static_cast<std::size_t>(2 * k + k % 2)])) << "key " << k;
+        EXPECT_FALSE(q.remove(msgs[static_cast<std::size_t>(2 * k + k % 2)]));
+    }
+    {
+        table::all_guard all(*t);
+        std::vector<int> seen(msg_keys, 0);
+        t->for_each_queue(3, side::msg, [&](mpiv::match::detail::link &tail) {
+            const auto &last = static_cast<const tnode &>(tail);
+            EXPECT_EQ(tail.next_, &tail) << "one message left per key";
+            EXPECT_EQ(last.id, 2 * last.tag_ + 1 - last.tag_ % 2);
+            ++seen[static_cast<std::size_t>(last.tag_)];
+        });
+        EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), msg_keys);
+        int queues = 0;
+        t->for_each_queue(4, side::recv, [&](mpiv::match::detail::link &tail) {
+            EXPECT_EQ(static_cast<const tnode &>(tail).id, 10000 + tail.tag_);
+            ++queues;
+        });
+        EXPECT_EQ(queues, recv_keys);
+        t->for_each_queue(3, side::recv, [&](mpiv::match::detail::link &) { ADD_FAILURE(); });
+        t->for_each_queue(4, side::msg, [&](mpiv::match::detail::link &) { ADD_FAILURE(); });
+    }
+    for (int k = 0; k < recv_keys; ++k) {
+        table::queue_guard q(*t, key{4, 0, k});
+        EXPECT_TRUE(q.remove(recvs[static_cast<std::size_t>(k)]));
+        EXPECT_TRUE(q.empty());
+    }
+    for (int k = 0; k < msg_keys; ++k) {
+        tnode r = make(-1, 3, k % 5, k);
+        EXPECT_EQ(insert(*t, r, side::recv), 2 * k + 1 - k % 2) << "key " << k;
+    }
+    table::all_guard all(*t);
+    t->for_each_queue(3, side::msg, [&](mpiv::match::detail::link &) { ADD_FAILURE(); });
+}
+
+// Threads post and match while the table grows from one bucket: distinct keys (thread t
+// posts receives on source t, and sends the messages of thread t + 1's keys a few
+// thousand keys behind, so that thousands of keys are alive at once) and shared keys (two
+// threads of a pair on 8 keys, checked for FIFO order). An auditor walks the whole table
+// under all_guard meanwhile (at least once before the workers pass half-way). Every node
+// must match exactly once, with the right partner.
+TEST(match_table, concurrent_growth_loses_and_duplicates_nothing)
+{
+    constexpr int threads = 4, shared_keys = 8;
+    const int per_thread = static_cast<int>(mpiv::test::iterations(8000, 4));
+    const int lag = std::min(2000, per_thread / 2);
+    auto t = make_table(1);
+    struct snode : tnode {
+        bool recv = false;
+        int ordinal = 0; // shared keys: i-th node of its key on its side
+    };
+    std::vector<std::unique_ptr<snode[]>> own(threads), sent(threads), shared(threads);
+    for (int th = 0; th < threads; ++th) {
+        own[static_cast<std::size_t>(th)].reset(new snode[static_cast<std::size_t>(per_thread)]);
+        sent[static_cast<std::size_t>(th)].reset(new snode[static_cast<std::size_t>(per_thread)]);
+        shared[static_cast<std::size_t>(th)].reset(
+            new snode[static_cast<std::size_t>(per_thread)]);
+    }
+    std::atomic<int> running{threads};
+    std::atomic<std::size_t> audits{0};
+    std::thread auditor([&] {
+        while (running.load(std::memory_order_acquire) > 0) {
+            {
+                table::all_guard all(*t);
+                for (std::uint16_t cid : {std::uint16_t{5}, std::uint16_t{6}}) {
+                    for (side s : {side::recv, side::msg}) {
+                        t->for_each_queue(cid, s, [&](mpiv::match::detail::link &tail) {
+                            // A circular FIFO of nodes of one key and one side.
+                            const mpiv::match::detail::link *n = &tail;
+                            int len = 0;
+                            do {
+                                n = n->next_;
+                                ASSERT_EQ(n->cid_, cid);
+                                ASSERT_EQ(n->source_, tail.source_);
+                                ASSERT_EQ(n->tag_, tail.tag_);
+                                ASSERT_EQ(static_cast<const snode *>(n)->recv, s == side::recv);
+                                ASSERT_LE(++len, 2 * per_thread);
+                            } while (n != &tail);
+                        });
+                    }
+                }
+            }
+            audits.fetch_add(1, std::memory_order_relaxed);
+            // Let the workers run: a pass holds every lock while it walks every node.
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    });
+    std::vector<std::thread> workers;
+    for (int th = 0; th < threads; ++th) {
+        workers.emplace_back([&, th] {
+            snode *mine = own[static_cast<std::size_t>(th)].get();
+            snode *out = sent[static_cast<std::size_t>(th)].get();
+            snode *sh = shared[static_cast<std::size_t>(th)].get();
+            const int next = (th + 1) % threads;
+            const bool shared_recv = th % 2 == 0;
+            std::mt19937 rng(static_cast<unsigned>(th / 2)); // same key sequence in a pair
+            std::vector<int> ordinal(shared_keys, 0);
+            const auto send = [&](int i) {
+                snode &m = out[i];
+                m.id = th * per_thread + i;
+                m.cid_ = 5;
+                m.source_ = next;
+                m.tag_ = i;
+                insert(*t, m, side::msg);
+            };
+            for (int i = 0; i < per_thread; ++i) {
+                if (i == per_thread / 2) { // let one audit see the table half-way
+                    while (audits.load(std::memory_order_relaxed) == 0) {
+                        std::this_thread::yield();
+                    }
+                }
+                snode &r = mine[i];
+                r.id = th * per_thread + i;
+                r.recv = true;
+                r.cid_ = 5;
+                r.source_ = th;
+                r.tag_ = i;
+                insert(*t, r, side::recv);
+                if (i >= lag) {
+                    send(i - lag);
+                }
+                const int k = static_cast<int>(rng() % shared_keys);
+                snode &s = sh[i];
+                s.id = th * per_thread + i;
+                s.recv = shared_recv;
+                s.cid_ = 6;
+                s.source_ = th / 2;
+                s.tag_ = k;
+                s.ordinal = ordinal[static_cast<std::size_t>(k)]++;
+                insert(*t, s, shared_recv ? side::recv : side::msg);
+            }
+            for (int i = per_thread - lag; i < per_thread; ++i) {
+                send(i);
+            }
+            running.fetch_sub(1, std::memory_order_release);
+        });
+    }
+    for (std::thread &w : workers) {
+        w.join();
+    }
+    auditor.join();
+    EXPECT_GT(audits.load(std::memory_order_relaxed), 0U);
+    EXPECT_GE(t->bucket_count(), 256U);
+    for (int th = 0; th < threads; ++th) {
+        const int prev = (th + threads - 1) % threads;
+        for (int i = 0; i < per_thread; ++i) {
+            const snode &r = own[static_cast<std::size_t>(th)][static_cast<std::size_t>(i)];
+            ASSERT_EQ(r.partner, &sent[static_cast<std::size_t>(prev)][static_cast<std::size_t>(i)])
+                << "thread " << th << " receive " << i;
+            ASSERT_EQ(r.partner->partner, &r);
+            const snode &s = shared[static_cast<std::size_t>(th)][static_cast<std::size_t>(i)];
+            ASSERT_NE(s.partner, nullptr) << "thread " << th << " shared node " << i;
+            const auto &p = static_cast<const snode &>(*s.partner);
+            ASSERT_EQ(p.partner, &s);
+            ASSERT_EQ(p.id / per_thread, th ^ 1) << "matched outside its pair";
+            ASSERT_EQ(p.tag_, s.tag_);
+            ASSERT_EQ(p.ordinal, s.ordinal) << "key FIFO order broken";
+        }
+    }
+    table::all_guard all(*t);
+    for (side s : {side::recv, side::msg}) {
+        t->for_each_queue(5, s, [&](mpiv::match::detail::link &) { ADD_FAILURE(); });
+        t->for_each_queue(6, s, [&](mpiv::match::detail::link &) { ADD_FAILURE(); });
     }
 }
 
