@@ -56,4 +56,50 @@ class backoff {
     std::uint32_t rounds_ = 0;
 };
 
+/// How long one thread polls before it hands its PU on, learned from its own waits: a
+/// wait that ended while polling doubles the budget, a wait that outlasted it halves it,
+/// within [lo, hi]. A budget grows only from waits that end within it, so every
+/// k_probe_period-th wait is a probe with four times the budget. For a thread among others
+/// on few PUs: when its completion comes from another process within a poll budget (a
+/// request and its reply), polling on keeps the round trips going without a kernel switch
+/// each; when it needs a thread of its own process that waits for the PU, polling only
+/// delays that thread, and the budget falls back to lo within a few waits.
+/// Not thread-safe: one per thread.
+class adaptive_spin {
+  public:
+    static constexpr std::uint32_t k_probe_period = 16;
+
+    adaptive_spin(std::uint32_t lo, std::uint32_t hi) noexcept : lo_(lo), hi_(hi), budget_(lo) {}
+
+    /// Polls to make in the next wait before handing the PU on.
+    std::uint32_t next() noexcept
+    {
+        if (++waits_ % k_probe_period != 0) {
+            return budget_;
+        }
+        return budget_ >= hi_ / 4 ? hi_ : budget_ * 4;
+    }
+
+    /// The budget of the waits that are not probes.
+    std::uint32_t budget() const noexcept { return budget_; }
+
+    /// The wait ended after @p polls, within what next() gave (0: it had ended before the
+    /// first poll, which says nothing about polling and leaves the budget as it is).
+    void ended_within(std::uint32_t polls) noexcept
+    {
+        if (polls != 0) {
+            budget_ = budget_ >= hi_ / 2 ? hi_ : budget_ * 2;
+        }
+    }
+
+    /// The wait outlasted what next() gave.
+    void outlasted() noexcept { budget_ = budget_ / 2 <= lo_ ? lo_ : budget_ / 2; }
+
+  private:
+    std::uint32_t lo_;
+    std::uint32_t hi_;
+    std::uint32_t budget_;
+    std::uint32_t waits_ = 0;
+};
+
 } // namespace mpiv::base

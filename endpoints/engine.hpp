@@ -98,6 +98,7 @@
 
 #include <mpiv/mpiv_p2p.h>
 
+#include "base/backoff.hpp"
 #include "base/cacheline.hpp"
 #include "base/stats.hpp"
 #include "base/status.hpp"
@@ -263,6 +264,11 @@ struct recv_op : match::recv_node {
 /// progress, sleeps on the segment's doorbell after idle_us without events) or parked on
 /// `word`; the owner hands ownership to a parked waiter when it leaves (see
 /// engine::pthread_wait_slow).
+// Progress polls before a pthread hands its PU on (engine_wait.cpp): a lone waiter's (the
+// most; latency), and the least of a waiter's in a crowd, whose budget adapts in between.
+constexpr std::uint32_t k_spin_polls_alone = 4096;
+constexpr std::uint32_t k_spin_polls_crowd = 64;
+
 struct waiter {
     sched::sync *ult_sync = nullptr;            // a ULT's wait
     std::atomic<std::int32_t> remaining{0};     // completions still missing
@@ -273,6 +279,8 @@ struct waiter {
     std::atomic<bool> asleep{false};            // in (or entering) a futex wait on word
     waiter *next = nullptr;                     // parked list (engine::park_mu_)
     bool parked = false;                        // engine::park_mu_
+    // A pthread's polls before it yields in a crowd (its thread only).
+    base::adaptive_spin crowd_spin{k_spin_polls_crowd, k_spin_polls_alone};
 };
 
 /// Matching engines by TLP lock kind (mpiv_p2p_params_t::lock).
@@ -671,8 +679,9 @@ class engine {
     void server_loop() noexcept;
     bool inbound_idle() noexcept;
     void pthread_wait(waiter &w) noexcept;
-    // @p crowd: other threads of the process wait too.
-    void pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept;
+    // @p crowd: other threads of the process wait too. @return the polls after which the
+    // wait ended within @p spins, or -1 when it outlasted them.
+    int pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept;
     void owner_loop(waiter &w) noexcept;
     // Sleep on this segment's doorbell (rung by senders and local posters; at most
     // k_doorbell_timeout_ns) unless something is to be done or still() turns false.

@@ -70,10 +70,6 @@ waiter &my_pthread_waiter()
     }
     return *tl_waiter;
 }
-// Progress polls before a pthread parks or takes ownership: long when it waits alone
-// (latency), short when other threads wait too (they need the CPU more).
-constexpr int k_spin_polls_alone = 4096;
-constexpr int k_spin_polls_crowd = 64;
 // A poller that finds nothing this many times in a row yields its PU to the kernel once:
 // a pthread sharing the PU (the main thread spawning ULTs, a second worker) then runs
 // while the ULTs wait. Measured (2 processes, one PU each, 100,000 ULTs spawned from
@@ -285,7 +281,7 @@ bool engine::inbound_idle() noexcept
 void engine::pthread_wait(waiter &w) noexcept
 {
     if (serial_) {
-        pthread_wait_slow(w, k_spin_polls_alone, false); // the only waiter
+        (void)pthread_wait_slow(w, k_spin_polls_alone, false); // the only waiter
         return;
     }
     // Relaxed: only sizes the spin. With UCX peers a poll costs system calls (UCX's TCP
@@ -296,13 +292,27 @@ void engine::pthread_wait(waiter &w) noexcept
     // trips/s; 4, 39k; none, 50k; none and then watching, 67k).
     const bool crowd = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) != 0;
     const bool costly = ucx_up_.load(std::memory_order_relaxed);
-    const int spins = crowd ? (costly ? 0 : k_spin_polls_crowd)
-                            : (costly ? k_spin_polls_crowd : k_spin_polls_alone);
-    pthread_wait_slow(w, spins, crowd);
+    if (crowd && !costly) {
+        // Over shared memory a waiter in a crowd polls for its own budget (adaptive_spin):
+        // its completion often comes from the peer process within a round trip, and then
+        // polling on saves a kernel switch per message (msgrate --regime latency and
+        // mt_pingpong, 16 threads per process on 2 PUs: 2.2x and 3x the rate of a fixed
+        // 64 polls), while a thread whose completion needs another thread of its process
+        // falls back to 64 polls within a few waits.
+        const int ended = pthread_wait_slow(w, static_cast<int>(w.crowd_spin.next()), true);
+        if (ended < 0) {
+            w.crowd_spin.outlasted();
+        } else {
+            w.crowd_spin.ended_within(static_cast<std::uint32_t>(ended));
+        }
+    } else {
+        const std::uint32_t spins = crowd ? 0 : (costly ? k_spin_polls_crowd : k_spin_polls_alone);
+        (void)pthread_wait_slow(w, static_cast<int>(spins), crowd);
+    }
     pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
+int engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
 {
     const bool inline_progress = params_.progress != MPIV_P2P_PROGRESS_SERVER;
     // One look (and one poll), then the PU handed on; true when the wait is over.
@@ -322,12 +332,12 @@ void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
         // PU for the rest of the time slice) and no sleep (a futex wake-up per message).
         while (!look_then_yield()) {
         }
-        return;
+        return -1;
     }
     for (int i = 0; i < spins; ++i) {
         // Acquire: pairs with the acq_rel decrement in wake().
         if (w.remaining.load(std::memory_order_acquire) <= 0) {
-            return;
+            return i;
         }
         if (inline_progress) {
             progress();
@@ -343,7 +353,7 @@ void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
             std::chrono::steady_clock::now() + std::chrono::microseconds(params_.idle_us);
         do {
             if (look_then_yield()) {
-                return;
+                return -1;
             }
         } while (std::chrono::steady_clock::now() < deadline);
     }
@@ -352,7 +362,7 @@ void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
         for (;;) {
             const std::uint32_t seen = w.word.load(std::memory_order_acquire);
             if (w.remaining.load(std::memory_order_acquire) <= 0) {
-                return;
+                return -1;
             }
             sleep_on_word(w, seen);
         }
@@ -375,7 +385,7 @@ void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
         if (own) {
             owner_loop(w);
             leave_owner();
-            return;
+            return -1;
         }
         // Parked: woken by our completion or by a promotion.
         const std::uint32_t seen = w.word.load(std::memory_order_acquire);
@@ -383,12 +393,12 @@ void engine::pthread_wait_slow(waiter &w, int spins, bool crowd) noexcept
             std::lock_guard<std::mutex> guard(park_mu_);
             unpark_locked(w);
             if (!w.promoted.load(std::memory_order_relaxed)) {
-                return;
+                return -1;
             }
             // Promoted while completing: pass ownership on.
             w.promoted.store(false, std::memory_order_relaxed);
             promote_next_locked();
-            return;
+            return -1;
         }
         if (!w.promoted.load(std::memory_order_acquire)) {
             sleep_on_word(w, seen);

@@ -389,6 +389,13 @@ template <class Lock>
 void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
 {
     detail::link &l = as_link(m);
+    // Relaxed: a hint. While a wildcard is posted the bucket-lock step below only hands
+    // over to the slow path, so go there at once; the slow path decides under its own locks
+    // whatever this load saw (no-wild mode keeps the count at 0).
+    if (wild_posted_.load(std::memory_order_relaxed) != 0) {
+        match_arrival_slow(m, matched);
+        return;
+    }
     {
         table::queue_guard q(table_, key_of(l));
         const bool wild_mode = wild();

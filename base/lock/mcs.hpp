@@ -97,7 +97,10 @@ class qnode_cache {
         }
     };
 
-    static inline thread_local mcs_qnode *head_ = nullptr;
+    // Initial-exec: in libmpiv.so the default model costs a __tls_get_addr call in every
+    // get() and put(), that is in every acquisition and release of an MCS lock.
+    static inline thread_local mcs_qnode *head_ __attribute__((tls_model("initial-exec"))) =
+        nullptr;
     static inline thread_local reaper reaper_;
 };
 

@@ -541,5 +541,64 @@ TEST(hmcs_lock, cohort_passing_follows_threshold)
     }
 }
 
+TEST(adaptive_spin, starts_low_doubles_within_and_halves_past_its_bounds)
+{
+    adaptive_spin s(64, 4096);
+    EXPECT_EQ(s.budget(), 64U);
+    s.outlasted(); // never below lo
+    EXPECT_EQ(s.budget(), 64U);
+    s.ended_within(0); // ended before the first poll: no evidence either way
+    EXPECT_EQ(s.budget(), 64U);
+    s.ended_within(10);
+    EXPECT_EQ(s.budget(), 128U);
+    for (int i = 0; i < 10; ++i) {
+        s.ended_within(100);
+    }
+    EXPECT_EQ(s.budget(), 4096U); // capped at hi
+    s.outlasted();
+    EXPECT_EQ(s.budget(), 2048U);
+    for (int i = 0; i < 5; ++i) {
+        s.outlasted();
+    }
+    EXPECT_EQ(s.budget(), 64U); // back to lo after log2(hi / lo) failed waits
+}
+
+TEST(adaptive_spin, bounds_that_are_not_powers_of_two)
+{
+    adaptive_spin s(3, 10);
+    s.ended_within(1);
+    EXPECT_EQ(s.budget(), 6U);
+    s.ended_within(1);
+    EXPECT_EQ(s.budget(), 10U); // 12 capped
+    s.outlasted();
+    EXPECT_EQ(s.budget(), 5U);
+    s.outlasted();
+    EXPECT_EQ(s.budget(), 3U); // 2 raised to lo
+}
+
+TEST(adaptive_spin, every_probe_period_th_wait_probes_four_times_the_budget)
+{
+    adaptive_spin s(64, 4096);
+    // Waits that need 100 polls outlast a budget of 64 until a probe (256) catches one;
+    // from there the budget grows with every wait that ends within it.
+    for (std::uint32_t i = 1; i < adaptive_spin::k_probe_period; ++i) {
+        ASSERT_EQ(s.next(), 64U);
+        s.outlasted();
+    }
+    ASSERT_EQ(s.next(), 256U);
+    s.ended_within(100);
+    EXPECT_EQ(s.budget(), 128U);
+    EXPECT_EQ(s.next(), 128U);
+    s.ended_within(100);
+    EXPECT_EQ(s.budget(), 256U);
+    // A probe never exceeds hi.
+    for (int i = 0; i < 10; ++i) {
+        s.ended_within(1);
+    }
+    for (std::uint32_t i = 0; i < adaptive_spin::k_probe_period; ++i) {
+        EXPECT_EQ(s.next(), 4096U);
+    }
+}
+
 } // namespace
 } // namespace mpiv::base
