@@ -256,19 +256,20 @@ struct recv_op : match::recv_node {
     recv_target to;
 };
 
-/// A wait for `remaining` completions by one thread or ULT (mpiv_p2p_waiter_t).
-/// A ULT's wait is a sched::sync (the ULT blocks alone). A pthread's wait is its
-/// thread-local waiter: completions decrement `remaining` and bump the futex `word`.
-/// A pthread first polls; in a crowd (or under a server thread) it then polls and yields
-/// for up to idle_us; after that it is either the progress owner of its process (drives
-/// progress, sleeps on the segment's doorbell after idle_us without events) or parked on
-/// `word`; the owner hands ownership to a parked waiter when it leaves (see
-/// engine::pthread_wait_slow).
 // Progress polls before a pthread hands its PU on (engine_wait.cpp): a lone waiter's (the
 // most; latency), and the least of a waiter's in a crowd, whose budget adapts in between.
 constexpr std::uint32_t k_spin_polls_alone = 4096;
 constexpr std::uint32_t k_spin_polls_crowd = 64;
 
+/// A wait for `remaining` completions by one thread or ULT (mpiv_p2p_waiter_t).
+/// A ULT's wait is a sched::sync (the ULT blocks alone). A pthread's wait is its
+/// thread-local waiter: completions decrement `remaining` and bump the futex `word`.
+/// A pthread first polls (alone k_spin_polls_alone times, in a crowd for the budget its
+/// waiter learned: base::adaptive_spin); in a crowd (or under a server thread) it then
+/// polls and yields for up to idle_us; after that it is either the progress owner of its
+/// process (drives progress, sleeps on the segment's doorbell after idle_us without
+/// events) or parked on `word`; the owner hands ownership to a parked waiter when it
+/// leaves (see engine::pthread_wait_slow).
 struct waiter {
     sched::sync *ult_sync = nullptr;            // a ULT's wait
     std::atomic<std::int32_t> remaining{0};     // completions still missing
