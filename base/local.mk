@@ -1,4 +1,4 @@
-# base/: status codes, logging, cache-line constants, back-off, futex, locks.
+# base/: status codes, logging, cache-line constants, back-off, futex, process-wide barriers, locks.
 noinst_LTLIBRARIES += libmpiv_core.la
 libmpiv_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DMPIV_BUILDING_LIBRARY $(HWLOC_CFLAGS)
 libmpiv_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(MPIV_VIS_FLAGS)
@@ -9,7 +9,8 @@ libmpiv_core_la_SOURCES = \
 	%reldir%/log.cpp \
 	%reldir%/backoff.cpp \
 	%reldir%/stats.cpp \
-	%reldir%/cid.cpp
+	%reldir%/cid.cpp \
+	%reldir%/membarrier.cpp
 noinst_HEADERS += \
 	%reldir%/status.hpp \
 	%reldir%/log.hpp \
@@ -17,5 +18,6 @@ noinst_HEADERS += \
 	%reldir%/copy.hpp \
 	%reldir%/backoff.hpp \
 	%reldir%/futex.hpp \
+	%reldir%/membarrier.hpp \
 	%reldir%/stats.hpp \
 	%reldir%/cid.hpp

@@ -383,6 +383,12 @@ extern "C" MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine)
     return engine == nullptr ? 0 : eng(engine)->progress();
 }
 
+extern "C" MPIV_API int mpiv_p2p_poll_alone(mpiv_p2p_t *engine, int polls,
+                                            int (*done)(void *arg), void *arg)
+{
+    return engine != nullptr && done != nullptr && eng(engine)->poll_alone(polls, done, arg);
+}
+
 extern "C" MPIV_API mpiv_p2p_waiter_t *mpiv_p2p_wait_begin(mpiv_p2p_t *engine, int32_t count)
 {
     return reinterpret_cast<mpiv_p2p_waiter_t *>(eng(engine)->wait_begin(count < 1 ? 1 : count));

@@ -508,6 +508,11 @@ class engine {
     /// less when the queues have fewer slots than such a message takes.
     std::size_t inline_max() const noexcept { return inline_max_; }
 
+    /// A pthread about to wait polls for its completions itself, for up to @p polls
+    /// polls, while no other pthread waits (mpiv_p2p_poll_alone). True when @p done
+    /// said so; false at once in a ULT, with a server thread, in a crowd or with UCX peers.
+    bool poll_alone(int polls, int (*done)(void *), void *arg) noexcept;
+
     /// Begin a wait for @p count >= 1 completions by the calling thread or ULT.
     waiter *wait_begin(std::int32_t count) noexcept;
     /// One completion for @p w (any thread).

@@ -11,6 +11,7 @@
 
 #include "base/backoff.hpp"
 #include "base/log.hpp"
+#include "base/membarrier.hpp"
 #include "base/stats.hpp"
 #include "sched/runtime.hpp"
 #include "sched/worker.hpp"
@@ -114,9 +115,10 @@ template <class Still> void engine::doze(Still still) noexcept
     std::atomic<std::uint32_t> &sleeping = shm_.sleeping();
     const std::uint32_t seen = doorbell.load(std::memory_order_relaxed);
     sleeping.fetch_add(1, std::memory_order_relaxed);
-    // seq_cst fence: Dekker with shm::ring() (see there).
+    // seq_cst fence: Dekker with shm::ring() (see there); with light rings the heavy
+    // barrier is the senders' half, and without it this wait does not sleep.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (inbound_idle() && still()) {
+    if ((!shm_.light_ring() || base::heavy_barrier()) && inbound_idle() && still()) {
         base::futex_wait_for(doorbell, seen, k_doorbell_timeout_ns, true);
     }
     sleeping.fetch_sub(1, std::memory_order_relaxed);
@@ -276,6 +278,41 @@ bool engine::inbound_idle() noexcept
     // peers a waiter keeps polling.
     return shm_.inbound_idle() && outbound_count_.load(std::memory_order_relaxed) == 0 &&
            !ucx_up_.load(std::memory_order_relaxed);
+}
+
+bool engine::poll_alone(int polls, int (*done)(void *), void *arg) noexcept
+{
+    if (params_.progress == MPIV_P2P_PROGRESS_SERVER || sched::worker::current_ult() != nullptr) {
+        return false;
+    }
+    // Relaxed: the count only sizes waits (see pthread_wait); this poller counts in it, so
+    // that a thread coming to wait meanwhile sees a crowd. UCX peers: a poll is a system
+    // call. Serial mode keeps no count (nothing else runs).
+    if (!serial_) {
+        if (ucx_up_.load(std::memory_order_relaxed) ||
+            pthread_waiters_.load(std::memory_order_relaxed) != 0) {
+            return false;
+        }
+        if (pthread_waiters_.fetch_add(1, std::memory_order_relaxed) != 0) {
+            pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
+            return false;
+        }
+    }
+    bool ok = false;
+    for (int i = 0; i < polls; ++i) {
+        if (done(arg) != 0) {
+            ok = true;
+            break;
+        }
+        // More processes than PUs: the peer this wait depends on may need this PU.
+        if (progress() == 0 && params_.yield_when_idle != 0) {
+            std::this_thread::yield();
+        }
+    }
+    if (!serial_) {
+        pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return ok;
 }
 
 void engine::pthread_wait(waiter &w) noexcept

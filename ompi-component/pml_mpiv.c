@@ -727,6 +727,9 @@ int mca_pml_mpiv_module_init(void)
     rc = opal_free_list_init(&mca_pml_mpiv.requests, sizeof(mca_pml_mpiv_request_t),
                              opal_cache_line_size, OBJ_CLASS(mca_pml_mpiv_request_t), 0,
                              opal_cache_line_size, 64, -1, 64, NULL, 0, NULL, NULL, NULL);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_pml_mpiv_req_cache_init();
+    }
     if (OMPI_SUCCESS != rc) {
         OBJ_DESTRUCT(&mca_pml_mpiv.requests);
         OBJ_DESTRUCT(&mca_pml_mpiv.connect_lock);
@@ -746,6 +749,7 @@ void mca_pml_mpiv_module_fini(void)
     if (mca_pml_mpiv.requests_built) {
         recv_cache = NULL;
         OBJ_DESTRUCT(&recv_cached);
+        mca_pml_mpiv_req_cache_fini();
         OBJ_DESTRUCT(&mca_pml_mpiv.requests);
         OBJ_DESTRUCT(&mca_pml_mpiv.connect_lock);
         mca_pml_mpiv.requests_built = false;

@@ -146,6 +146,10 @@ void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t 
                            ompi_communicator_t *comm);
 /* Drop the references and return the request to the free list. */
 void mca_pml_mpiv_req_release(mca_pml_mpiv_request_t *req);
+/* The per-thread request caches (pml_mpiv_request.c): made before the first request,
+ * given back and freed before the free list goes. */
+int mca_pml_mpiv_req_cache_init(void);
+void mca_pml_mpiv_req_cache_fini(void);
 /* The free function (it also marks mpiv's requests). */
 int mca_pml_mpiv_req_free(ompi_request_t **request);
 /* Release a non-contiguous receive's convertor. */

@@ -16,9 +16,140 @@
 #include "ompi/mca/pml/base/pml_base_bsend.h"
 #include "ompi/runtime/mpiruntime.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+
 #include <mpiv/mpiv.h>
 
 static int req_cancel(ompi_request_t *request, int complete);
+
+/* ------------------------------------------------------------------ per-thread cache
+ *
+ * Requests come from the free list mca_pml_mpiv.requests through a small cache per
+ * thread: taking from and giving back to the shared list are an atomic each (a 16-byte
+ * compare-and-swap for the take), twice per message on the path of a message-rate loop.
+ * The cache holds up to MPIV_REQ_CACHE requests; a thread that frees more than it takes
+ * (the completer of freed requests) gives the surplus back to the list, one that takes
+ * more takes from it.
+ *
+ * Lifetime: a thread's cache is made on its first take, linked in a list under
+ * cache_lock, and given back by a thread-specific-data destructor when the thread exits.
+ * Finalize (mca_pml_mpiv_req_cache_fini) gives back and frees the caches of the threads
+ * still alive and deletes the key, so no destructor runs after the component is gone;
+ * the thread-local pointers they leave are not used again (no MPI call follows
+ * MPI_Finalize). Caches of a finalized component are recognized by their epoch. */
+#define MPIV_REQ_CACHE 32
+
+typedef struct req_cache {
+    struct req_cache *next;
+    unsigned epoch;
+    unsigned n;
+    opal_free_list_item_t *items[MPIV_REQ_CACHE];
+} req_cache_t;
+
+/* Initial-exec: one word of static TLS, read without a call on every take and give. */
+static __thread req_cache_t *tl_cache __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static req_cache_t *caches;      /* under cache_lock */
+static unsigned cache_epoch;     /* under cache_lock; written while no MPI call runs */
+static pthread_key_t cache_key;
+static bool cache_key_made;
+
+static void cache_flush(req_cache_t *c)
+{
+    while (c->n > 0) {
+        opal_free_list_return(&mca_pml_mpiv.requests, c->items[--c->n]);
+    }
+}
+
+/* Thread exit: the thread's requests go back to the list. */
+static void cache_exit(void *p)
+{
+    req_cache_t *c = p;
+    pthread_mutex_lock(&cache_lock);
+    if (c->epoch == cache_epoch) {
+        cache_flush(c);
+        for (req_cache_t **l = &caches; NULL != *l; l = &(*l)->next) {
+            if (*l == c) {
+                *l = c->next;
+                break;
+            }
+        }
+        free(c);
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+int mca_pml_mpiv_req_cache_init(void)
+{
+    if (0 != pthread_key_create(&cache_key, cache_exit)) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    cache_key_made = true;
+    return OMPI_SUCCESS;
+}
+
+void mca_pml_mpiv_req_cache_fini(void)
+{
+    if (!cache_key_made) {
+        return;
+    }
+    pthread_mutex_lock(&cache_lock);
+    while (NULL != caches) {
+        req_cache_t *c = caches;
+        caches = c->next;
+        cache_flush(c);
+        free(c);
+    }
+    ++cache_epoch;
+    pthread_mutex_unlock(&cache_lock);
+    (void) pthread_key_delete(cache_key);
+    cache_key_made = false;
+}
+
+/* This thread's cache, made on first use; NULL when it cannot be made (then the list
+ * serves the thread directly). */
+static req_cache_t *my_cache(void)
+{
+    req_cache_t *c = tl_cache;
+    if (OPAL_LIKELY(NULL != c && c->epoch == cache_epoch)) {
+        return c;
+    }
+    c = calloc(1, sizeof *c);
+    if (NULL == c) {
+        return NULL;
+    }
+    pthread_mutex_lock(&cache_lock);
+    c->epoch = cache_epoch;
+    c->next = caches;
+    caches = c;
+    pthread_mutex_unlock(&cache_lock);
+    if (0 != pthread_setspecific(cache_key, c)) {
+        cache_exit(c);
+        return NULL;
+    }
+    tl_cache = c;
+    return c;
+}
+
+static mca_pml_mpiv_request_t *req_take(void)
+{
+    req_cache_t *c = my_cache();
+    if (NULL != c && c->n > 0) {
+        return (mca_pml_mpiv_request_t *) c->items[--c->n];
+    }
+    return (mca_pml_mpiv_request_t *) opal_free_list_get(&mca_pml_mpiv.requests);
+}
+
+static void req_give(mca_pml_mpiv_request_t *req)
+{
+    req_cache_t *c = my_cache();
+    if (NULL != c && c->n < MPIV_REQ_CACHE) {
+        c->items[c->n++] = &req->ompi.super;
+        return;
+    }
+    opal_free_list_return(&mca_pml_mpiv.requests, &req->ompi.super);
+}
 
 void mca_pml_mpiv_unpacker_release(mca_pml_mpiv_request_t *req)
 {
@@ -61,8 +192,7 @@ mca_pml_mpiv_request_t *mca_pml_mpiv_req_alloc(mca_pml_mpiv_req_kind_t kind, boo
                                          int tag, mca_pml_base_send_mode_t mode,
                                          ompi_communicator_t *comm)
 {
-    mca_pml_mpiv_request_t *req =
-        (mca_pml_mpiv_request_t *) opal_free_list_get(&mca_pml_mpiv.requests);
+    mca_pml_mpiv_request_t *req = req_take();
     if (NULL == req) {
         return NULL;
     }
@@ -115,7 +245,7 @@ void mca_pml_mpiv_req_release(mca_pml_mpiv_request_t *req)
         req->datatype = NULL;
     }
     OMPI_REQUEST_FINI(&req->ompi);
-    opal_free_list_return(&mca_pml_mpiv.requests, &req->ompi.super);
+    req_give(req);
 }
 
 /* MPI completion of a request the engine is done with (see the file comment). */
@@ -151,7 +281,13 @@ static void req_done(mca_pml_mpiv_request_t *req)
 int mca_pml_mpiv_req_free(ompi_request_t **request)
 {
     mca_pml_mpiv_request_t *req = (mca_pml_mpiv_request_t *) *request;
-    int32_t prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_FREED);
+    /* Acquire: pairs with req_done's fetch-or; once MPIV_REQ_DONE shows, req_done has
+     * made its choice (it saw no MPIV_REQ_FREED) and will not touch the request again,
+     * so the usual free after completion needs no atomic of its own. */
+    int32_t prev = __atomic_load_n(&req->pml_state, __ATOMIC_ACQUIRE);
+    if (!(prev & MPIV_REQ_DONE)) {
+        prev = opal_atomic_fetch_or_32(&req->pml_state, MPIV_REQ_FREED);
+    }
     if (prev & MPIV_REQ_DONE) {
         mca_pml_mpiv_req_release(req);
     }

@@ -11,7 +11,6 @@
  * default waits work for them as well. */
 #include "pml_mpiv.h"
 
-#include <sched.h>
 
 #include "ompi/request/request.h"
 
@@ -36,15 +35,36 @@ bool mca_pml_mpiv_in_ult(void)
     return MPIV_OK == mpiv_self(&self);
 }
 
-/* Polls of a serial-mode wait before it registers a waiter (about 15 us here). */
-#define MPIV_SERIAL_POLLS 1024
+/* Polls of a wait before it registers a waiter (about 15 us here). */
+#define MPIV_PREPOLLS 1024
 
 /* Whether a wait must register on reqs[i]: an mpiv request that may still complete later.
  * In serial mode a complete request stays so and needs no registration (nothing else runs
- * between the checks); otherwise registering on it only costs an immediate wake-up. */
+ * between the checks); otherwise a request may complete between the count and the
+ * registration, so every mpiv request counts (registering on a complete one only costs an
+ * immediate wake-up). */
 static bool must_register(ompi_request_t *r)
 {
     return waitable(r) && is_mpiv(r) && !(mca_pml_mpiv.serial && REQUEST_COMPLETE(r));
+}
+
+/* The requests of a wait that polls first (mpiv_p2p_poll_alone). Complete requests stay
+ * complete (only the waiting call may restart them), so each check resumes where the
+ * last one stopped. */
+struct poll_set {
+    size_t n;
+    size_t first; /* reqs[0..first) are complete */
+    ompi_request_t **reqs;
+};
+
+static int poll_set_done(void *arg)
+{
+    struct poll_set *p = arg;
+    while (p->first < p->n &&
+           (!waitable(p->reqs[p->first]) || REQUEST_COMPLETE(p->reqs[p->first]))) {
+        ++p->first;
+    }
+    return p->first == p->n;
 }
 
 /* Wait until all of reqs[0..n) that are mpiv requests are complete; false (nothing
@@ -59,19 +79,19 @@ bool mca_pml_mpiv_wait_own(size_t n, ompi_request_t **reqs)
         }
         pending += must_register(reqs[i]);
     }
-    if (0 != pending && mca_pml_mpiv.serial && !mca_pml_mpiv_in_ult()) {
-        /* Serial mode: only this thread's progress completes the requests. A short wait
-         * polls before it registers a waiter: registering, waking and unwinding the wait
-         * cost more than the polls, on the path from an arrival back to the application. */
-        for (int i = 0; i < MPIV_SERIAL_POLLS && 0 != pending; ++i) {
-            /* More processes than PUs: let the peer run between polls. */
-            if (0 == mpiv_p2p_progress(mca_pml_mpiv.engine) && mca_pml_mpiv.yielding) {
-                sched_yield();
-            }
-            pending = 0;
-            for (size_t j = 0; j < n; ++j) {
-                pending += must_register(reqs[j]);
-            }
+    /* A pthread that waits alone polls before it registers a waiter: registering on each
+     * request, waking and unwinding the wait cost more than the polls (atomics on each
+     * request, both ways), on the path from an arrival back to the application. */
+    if (0 != pending) {
+        struct poll_set set = {n, 0, reqs};
+        if (mpiv_p2p_poll_alone(mca_pml_mpiv.engine, MPIV_PREPOLLS, poll_set_done, &set)) {
+            return true;
+        }
+    }
+    if (mca_pml_mpiv.serial) {
+        pending = 0;
+        for (size_t i = 0; i < n; ++i) {
+            pending += must_register(reqs[i]);
         }
     }
     if (0 == pending) {

@@ -12,6 +12,7 @@
 
 #include "base/cacheline.hpp"
 #include "base/log.hpp"
+#include "base/membarrier.hpp"
 #include "endpoints/transport.hpp"
 
 namespace mpiv::shm {
@@ -45,6 +46,8 @@ struct segment_header {
     // idle; `sleeping` tells senders to ring it after they push.
     alignas(64) std::atomic<std::uint32_t> doorbell;
     std::atomic<std::uint32_t> sleeping;
+    // 1: the owner makes a heavy barrier before it sleeps (shm::ring()).
+    std::uint32_t light_ring;
 };
 static_assert(sizeof(segment_header) <= k_page, "the header fits in the first page");
 
@@ -149,6 +152,8 @@ status transport::init(const mpiv_p2p_params_t &params, int cma_self_error) noex
         h->sleeping.store(0, std::memory_order_relaxed);
         doorbell_ = &h->doorbell;
         sleeping_ = &h->sleeping;
+        light_ring_ = base::membarrier_register();
+        h->light_ring = light_ring_ ? 1 : 0;
         // sync: release; pairs with the acquire load in map_geometry(): a peer that reads
         // the magic sees the formatted segment.
         h->magic.store(k_segment_magic, std::memory_order_release);
@@ -315,6 +320,7 @@ status transport::map_geometry(std::uint32_t peer, shm::peer &p, const address_t
     }
     p.doorbell = &h->doorbell;
     p.sleeping = &h->sleeping;
+    p.light_ring = light_ring_ && h->light_ring == 1;
     return status::ok;
 }
 

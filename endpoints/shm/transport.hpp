@@ -19,6 +19,11 @@
 //   the bytes through the copy slots (engine_copy.cpp).
 // - Doorbell. A process whose progress owner sleeps does so on its header's doorbell (a
 //   shared futex word), counting itself in `sleeping`; ring() after a push wakes it.
+//   Pusher and sleeper form a Dekker pair (each stores, then loads the other's word).
+//   Where membarrier(2) works (light ring, announced in the header), the sleeper makes a
+//   heavy barrier before its last look and the pusher only a compiler barrier: a full
+//   fence per push would wait for the slot's cache line to leave the receiver's core.
+//   Otherwise both sides fence (model: contrib/model/doorbell.pml).
 // - Trust. The peer's header is its word: connect() reads each geometry field once and
 //   checks that queues, region and copy slots lie inside the mapping without overlap. The
 //   queues and the region check their own stamps and offsets.
@@ -58,6 +63,7 @@ struct peer {
     segment seg;
     std::atomic<std::uint32_t> *doorbell = nullptr; // in the peer's segment header
     std::atomic<std::uint32_t> *sleeping = nullptr;
+    bool light_ring = false; // ring() with a compiler barrier only (see there)
     int pid = 0;
     bool connected = false; // mapped and checked
     std::vector<mpsc_queue<>> queues;
@@ -72,13 +78,20 @@ struct peer {
     std::uint32_t copy_piece = 0;
 };
 
-/// Wake a sleeper on @p doorbell (see the design block).
-inline void ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping) noexcept
+/// Wake a sleeper on @p doorbell (see the design block). @p light: the sleeper makes a
+/// heavy barrier (base::heavy_barrier) before it sleeps, and covers this process.
+inline void ring(std::atomic<std::uint32_t> *doorbell, std::atomic<std::uint32_t> *sleeping,
+                 bool light) noexcept
 {
     // Dekker with the sleeper (engine::doze): our push (or completion) and this load on
     // one side, its increment of `sleeping` and its emptiness check on the other, each
-    // separated by a seq_cst fence: one of us sees the other.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // separated by a seq_cst fence: one of us sees the other. Light: the sleeper's heavy
+    // barrier runs a full barrier on this thread too, so a compiler barrier does here.
+    if (light) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     if (sleeping->load(std::memory_order_relaxed) != 0) {
         doorbell->fetch_add(1, std::memory_order_relaxed);
         base::futex_wake_shared(*doorbell, 1);
@@ -133,7 +146,7 @@ class transport {
         if (p.queues[q].try_push(bytes, len, finish) != status::ok) {
             return false;
         }
-        ring(p.doorbell, p.sleeping);
+        ring(p.doorbell, p.sleeping, p.light_ring);
         return true;
     }
 
@@ -198,7 +211,9 @@ class transport {
     // --- Doorbell (this process's)
     std::atomic<std::uint32_t> &doorbell() noexcept { return *doorbell_; }
     std::atomic<std::uint32_t> &sleeping() noexcept { return *sleeping_; }
-    void ring_self() noexcept { ring(doorbell_, sleeping_); }
+    void ring_self() noexcept { ring(doorbell_, sleeping_, light_ring_); }
+    /// This process's sleeper makes a heavy barrier before it sleeps (see ring()).
+    bool light_ring() const noexcept { return light_ring_; }
 
   private:
     friend struct transport_test_access;
@@ -230,6 +245,7 @@ class transport {
     unsigned char *copy_area_ = nullptr; // this segment's copy slots (null: CMA only)
     std::atomic<std::uint32_t> *doorbell_ = nullptr;
     std::atomic<std::uint32_t> *sleeping_ = nullptr;
+    bool light_ring_ = false;
 };
 
 } // namespace mpiv::shm

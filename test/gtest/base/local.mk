@@ -1,5 +1,5 @@
 # test/gtest/base: the lock library (base/lock/, header-only) and its conformance suite;
-# copy_small (base/copy.hpp).
+# copy_small (base/copy.hpp); the heavy barrier (base/membarrier.hpp).
 noinst_HEADERS += \
 	base/lock/lock.hpp \
 	base/lock/mutex.hpp \
@@ -19,6 +19,12 @@ TESTS += %reldir%/test_copy
 %canon_reldir%_test_copy_SOURCES = %reldir%/test_copy.cc
 %canon_reldir%_test_copy_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_copy_LDADD = $(GTEST_CORE_LIBS)
+
+check_PROGRAMS += %reldir%/test_membarrier
+TESTS += %reldir%/test_membarrier
+%canon_reldir%_test_membarrier_SOURCES = %reldir%/test_membarrier.cc
+%canon_reldir%_test_membarrier_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_membarrier_LDADD = $(GTEST_CORE_LIBS)
 
 check_PROGRAMS += %reldir%/test_stats
 TESTS += %reldir%/test_stats

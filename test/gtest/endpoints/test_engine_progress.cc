@@ -6,6 +6,15 @@
 #include <sched.h>
 #include <sys/mount.h>
 
+namespace mpiv::ep {
+struct engine_test_access {
+    static std::int32_t pthread_waiters(engine &e)
+    {
+        return e.pthread_waiters_.load(std::memory_order_relaxed);
+    }
+};
+} // namespace mpiv::ep
+
 namespace {
 
 // ------------------------------------------------------------------ back-pressure
@@ -514,6 +523,91 @@ TEST_F(engine_test, wait_counts_every_completion)
     eng(1).wake(p);
     t.join();
     EXPECT_TRUE(ended.load(std::memory_order_acquire));
+}
+
+// ------------------------------------------------------------------ polling alone
+
+// A check for poll_alone: done on its until-th call.
+struct poll_count {
+    int calls = 0;
+    int until = 0;
+};
+
+int count_done(void *raw)
+{
+    auto *p = static_cast<poll_count *>(raw);
+    return ++p->calls >= p->until ? 1 : 0;
+}
+
+// A lone pthread polls until its check says done: true after exactly that many checks
+// when that is within the budget, false after exactly the budget otherwise.
+TEST_F(engine_test, poll_alone_checks_until_done_or_budget)
+{
+    start();
+    poll_count soon{0, 5};
+    EXPECT_TRUE(eng(1).poll_alone(100, count_done, &soon));
+    EXPECT_EQ(soon.calls, 5);
+    poll_count never{0, 1000};
+    EXPECT_FALSE(eng(1).poll_alone(100, count_done, &never));
+    EXPECT_EQ(never.calls, 100);
+    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0) << "the poller still counts";
+}
+
+// Its polls drive progress: a receive that only engine 1's progress can complete does.
+TEST_F(engine_test, poll_alone_drives_progress)
+{
+    start();
+    std::uint64_t got = 0;
+    rop r;
+    r.rc = eng(1).irecv(comm(1), 0, 77, &got, sizeof got, &r.rec, r.op, r.st);
+    ASSERT_EQ(r.rc, status::inprogress);
+    static const std::uint64_t value = 0xfeed;
+    sop s;
+    s.rc = eng(0).isend(comm(0), 1, 0, 1, 77, &value, sizeof value, 0, &s.rec, s.op, s.st);
+    ASSERT_EQ(s.rc, status::ok);
+    auto received = [](void *raw) { return calls_of(*static_cast<record *>(raw)) > 0 ? 1 : 0; };
+    EXPECT_TRUE(eng(1).poll_alone(1 << 24, received, &r.rec));
+    EXPECT_EQ(got, value);
+}
+
+// It declines at once, without a check, while another pthread waits in the engine.
+TEST_F(engine_test, poll_alone_declines_in_a_crowd)
+{
+    start();
+    watchdog dog("poll_alone in a crowd");
+    std::atomic<ep::waiter *> shared{nullptr};
+    std::thread other([&] {
+        ep::waiter *mine = eng(1).wait_begin(1);
+        // Release: pairs with the acquire below; the main thread wakes this wait.
+        shared.store(mine, std::memory_order_release);
+        eng(1).wait_end(mine);
+    });
+    // The other thread counts as a waiter once it is inside wait_end.
+    while (ep::engine_test_access::pthread_waiters(eng(1)) == 0) {
+        std::this_thread::yield();
+    }
+    poll_count c{0, 1};
+    EXPECT_FALSE(eng(1).poll_alone(100, count_done, &c));
+    EXPECT_EQ(c.calls, 0);
+    ep::waiter *w = nullptr;
+    // Acquire: pairs with the release store of the waiter.
+    while ((w = shared.load(std::memory_order_acquire)) == nullptr) {
+        std::this_thread::yield();
+    }
+    eng(1).wake(w);
+    other.join();
+}
+
+// With a server thread driving progress it declines at once too.
+TEST_F(engine_test, poll_alone_declines_with_a_server_thread)
+{
+    mpiv_p2p_params_t p0 = params_for(0);
+    mpiv_p2p_params_t p1 = params_for(1);
+    p1.progress = MPIV_P2P_PROGRESS_SERVER;
+    start(p0, p1);
+    poll_count c{0, 1};
+    EXPECT_FALSE(eng(1).poll_alone(100, count_done, &c));
+    EXPECT_EQ(c.calls, 0);
 }
 
 // ------------------------------------------------------------------ bad input
