@@ -464,8 +464,10 @@ static int component_finalize(void)
 {
     mca_pml_mpiv_ep_join_workers();
     mca_pml_mpiv_stats_print(mca_pml_mpiv.stats);
-    mca_pml_mpiv_module_fini();
+    /* The engine first: its server thread and progress ULTs may still complete requests
+     * (a freed send's last notice), which go back to the request lists and caches. */
     mpiv_p2p_destroy(mca_pml_mpiv.engine);
     mca_pml_mpiv.engine = NULL;
+    mca_pml_mpiv_module_fini();
     return OMPI_SUCCESS;
 }
