@@ -154,6 +154,11 @@ status transport::init(const mpiv_p2p_params_t &params, int cma_self_error) noex
         sleeping_ = &h->sleeping;
         light_ring_ = base::membarrier_register();
         h->light_ring = light_ring_ ? 1 : 0;
+        if (!light_ring_) {
+            base::log(base::log_level::info,
+                      "mpiv_p2p_create: membarrier(2) global expedited barriers are not "
+                      "available: senders fence after each message they queue");
+        }
         // sync: release; pairs with the acquire load in map_geometry(): a peer that reads
         // the magic sees the formatted segment.
         h->magic.store(k_segment_magic, std::memory_order_release);
