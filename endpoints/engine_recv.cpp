@@ -644,7 +644,16 @@ status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
     op.type = op_type::recv;
     op.comm = &comm;
     op.user = user;
-    op.to = to;
+    // Field by field, in 8-byte loads: the caller has just written `to` with 8-byte stores
+    // (mpiv_p2p_irecv builds it from its arguments), and a 16-byte load spanning two of
+    // them cannot take them from the store buffer: it would wait until every older store
+    // reached the cache, among them a send's queue slot, whose line the receiving core
+    // holds (that wait was a quarter of a worker's time with 16 ULTs per process sending
+    // then receiving). Relaxed atomic loads, because the compiler never merges them.
+    op.to.buf = __atomic_load_n(&to.buf, __ATOMIC_RELAXED);
+    op.to.capacity = __atomic_load_n(&to.capacity, __ATOMIC_RELAXED);
+    op.to.sink = __atomic_load_n(&to.sink, __ATOMIC_RELAXED);
+    op.to.ctx = __atomic_load_n(&to.ctx, __ATOMIC_RELAXED);
     // Relaxed: see track_posted(). (op may complete on another thread once posted: the
     // flag is read from the local afterwards.)
     const bool leveled = track_posted_.load(std::memory_order_relaxed);
