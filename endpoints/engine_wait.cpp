@@ -224,7 +224,7 @@ void engine::ensure_poller(std::uint32_t worker) noexcept
     // seq_cst load first (a plain load on x86; the poller is usually on): the caller's
     // increment of ult_waiters_ and this load against the poller's clear of poller_on_
     // and its load of ult_waiters_, all seq_cst: a poller that leaves after we saw it on
-    // sees our increment and takes over again.
+    // sees our increment and takes over again (model: contrib/model/ult_poller.pml).
     if (worker >= sched::runtime::k_max_workers ||
         poller_on_[worker].load(std::memory_order_seq_cst) ||
         poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
