@@ -2,18 +2,20 @@
 # Verify the Promela models of the lock library, of sync's owned mode, of the PML's
 # reused pthread waiter, of freeing destroyed communicators, of the copy slots of
 # two-copy rendezvous, of context-id agreement for endpoints communicators, of the
-# matching table's growth, of the shared-memory doorbell and of the ULT poller's hand-over
-# with spin (run by `make check` when configure found spin). For each configuration: a
-# safety run (assertions, invalid end states) and, for the locks, a liveness run
-# (acceptance cycles of the model's ltl claim). Deliberately broken variants must fail (a no_waiters() that lies; an owned sync without the quiescence
+# matching table's growth, of the shared-memory doorbell and of the ULT poller's
+# hand-over with spin (run by `make check` when configure found spin). For each
+# configuration: a safety run (assertions, invalid end states) and, for the locks, a
+# liveness run (acceptance cycles of the model's ltl claim). Deliberately broken
+# variants must fail (a no_waiters() that lies; an owned sync without the quiescence
 # handshake, or whose local signals wake a foreign waiter only on completion; a wait for
 # any request that does not settle its late wakes; a communicator freed without waiting
 # for the drains; a copy slot reused before the receiver cleared it, or FRAGs pushed
 # into any queue; context ids agreed without the local gate, without retry, or by every
 # endpoint separately; table accesses that lock a bucket of a replaced array, or a
 # grower that unlocks them instead of marking them moved; senders that ring with a
-# compiler barrier only while the sleeper makes no heavy barrier; a waiting ULT that looks
-# for the poller before it counts itself), so each property is known to have teeth.
+# compiler barrier only while the sleeper makes no heavy barrier; a waiting ULT that
+# looks for the poller before it counts itself), so each property is known to have
+# teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
