@@ -373,6 +373,16 @@ TEST(outbound_server, idle_server_sleeps_and_a_message_wakes_it)
     EXPECT_EQ(got, 99);
 }
 
+// Two small engines with inline progress, connected, with communicator k_cid on both.
+void two_engines(std::unique_ptr<ep::engine> (&e)[2], ep::comm_state *(&c)[2])
+{
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(ep::engine::create(mpiv::test::small_engine_params(i, 2, on_complete), e[i]),
+                  status::ok);
+    }
+    mpiv::test::connect_engines(e, 2, k_cid, c);
+}
+
 // Where membarrier(2) works, each process's sleeper makes the heavy barrier and says so in
 // its segment header, and its peers ring it with a compiler barrier only; elsewhere both
 // sides fence (contrib/model/doorbell.pml). Then an idle server still wakes for a message
@@ -381,11 +391,10 @@ TEST(outbound_server, senders_ring_lightly_only_where_the_sleeper_makes_a_heavy_
 {
     std::unique_ptr<ep::engine> e[2];
     ep::comm_state *c[2] = {};
-    for (std::uint32_t i = 0; i < 2; ++i) {
-        ASSERT_EQ(ep::engine::create(mpiv::test::small_engine_params(i, 2, on_complete), e[i]),
-                  status::ok);
+    two_engines(e, c);
+    if (HasFatalFailure()) {
+        return;
     }
-    mpiv::test::connect_engines(e, 2, k_cid, c);
     const bool light = mpiv::base::membarrier_register();
     for (std::uint32_t i = 0; i < 2; ++i) {
         mpiv::shm::transport &t = ep::engine_test_access::shm(*e[i]);
@@ -402,11 +411,10 @@ TEST(outbound_lifetime, communicators_destroyed_while_another_thread_drains)
 {
     std::unique_ptr<ep::engine> e[2];
     ep::comm_state *c[2] = {};
-    for (std::uint32_t i = 0; i < 2; ++i) {
-        ASSERT_EQ(ep::engine::create(mpiv::test::small_engine_params(i, 2, on_complete), e[i]),
-                  status::ok);
+    two_engines(e, c);
+    if (HasFatalFailure()) {
+        return;
     }
-    mpiv::test::connect_engines(e, 2, k_cid, c);
     constexpr std::uint16_t k_churn = 21;
     std::atomic<bool> stop{false};
     std::thread drainer([&] {
