@@ -239,3 +239,28 @@ TEST(api, comm_queue_reports_a_handles_queue)
 }
 
 } // namespace
+
+// mpiv_p2p_poll_alone through the C API: a lone thread's check runs until it says done
+// (with progress between checks); NULL for the engine or the check declines at once.
+TEST(api, poll_alone_checks_until_done_and_refuses_null)
+{
+    mpiv_p2p_params_t params;
+    ASSERT_EQ(mpiv_p2p_params_default(&params), MPIV_OK);
+    params.self = 0;
+    params.num_peers = 1;
+    params.complete = [](void *, const mpiv_p2p_status_t *) {};
+    mpiv_p2p_t *engine = nullptr;
+    ASSERT_EQ(mpiv_p2p_create(&params, &engine), MPIV_OK);
+    int calls = 0;
+    const auto third = [](void *arg) { return ++*static_cast<int *>(arg) >= 3 ? 1 : 0; };
+    EXPECT_NE(mpiv_p2p_poll_alone(engine, 10, third, &calls), 0);
+    EXPECT_EQ(calls, 3);
+    calls = 0;
+    EXPECT_EQ(mpiv_p2p_poll_alone(engine, 2, third, &calls), 0) << "the budget ends first";
+    EXPECT_EQ(calls, 2);
+    calls = 0;
+    EXPECT_EQ(mpiv_p2p_poll_alone(nullptr, 10, third, &calls), 0);
+    EXPECT_EQ(mpiv_p2p_poll_alone(engine, 10, nullptr, &calls), 0);
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(mpiv_p2p_destroy(engine), MPIV_OK);
+}
