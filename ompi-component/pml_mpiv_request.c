@@ -62,10 +62,11 @@ static void cache_flush(req_cache_t *c)
     }
 }
 
-/* Thread exit: the thread's requests go back to the list. */
+/* Thread exit (in the exiting thread): its requests go back to the list. */
 static void cache_exit(void *p)
 {
     req_cache_t *c = p;
+    tl_cache = NULL; /* a later destructor of this thread that calls MPI makes a new one */
     pthread_mutex_lock(&cache_lock);
     if (c->epoch == cache_epoch) {
         cache_flush(c);
