@@ -37,12 +37,12 @@ static int req_cancel(ompi_request_t *request, int complete);
  * Finalize (mca_pml_mpiv_req_cache_fini) gives back and frees the caches of the threads
  * still alive and deletes the key, so no destructor runs after the component is gone;
  * the thread-local pointers they leave are not used again (no MPI call follows
- * MPI_Finalize). Caches of a finalized component are recognized by their epoch. */
+ * MPI_Finalize). A destructor that races with finalize gives back only a cache it still
+ * finds in the list (it compares pointers, so it never reads one finalize freed). */
 #define MPIV_REQ_CACHE 32
 
 typedef struct req_cache {
     struct req_cache *next;
-    unsigned epoch;
     unsigned n;
     opal_free_list_item_t *items[MPIV_REQ_CACHE];
 } req_cache_t;
@@ -51,7 +51,6 @@ typedef struct req_cache {
 static __thread req_cache_t *tl_cache __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static req_cache_t *caches;      /* under cache_lock */
-static unsigned cache_epoch;     /* under cache_lock; written while no MPI call runs */
 static pthread_key_t cache_key;
 static bool cache_key_made;
 
@@ -68,15 +67,13 @@ static void cache_exit(void *p)
     req_cache_t *c = p;
     tl_cache = NULL; /* a later destructor of this thread that calls MPI makes a new one */
     pthread_mutex_lock(&cache_lock);
-    if (c->epoch == cache_epoch) {
-        cache_flush(c);
-        for (req_cache_t **l = &caches; NULL != *l; l = &(*l)->next) {
-            if (*l == c) {
-                *l = c->next;
-                break;
-            }
+    for (req_cache_t **l = &caches; NULL != *l; l = &(*l)->next) {
+        if (*l == c) {
+            *l = c->next;
+            cache_flush(c);
+            free(c);
+            break;
         }
-        free(c);
     }
     pthread_mutex_unlock(&cache_lock);
 }
@@ -102,7 +99,6 @@ void mca_pml_mpiv_req_cache_fini(void)
         cache_flush(c);
         free(c);
     }
-    ++cache_epoch;
     pthread_mutex_unlock(&cache_lock);
     (void) pthread_key_delete(cache_key);
     cache_key_made = false;
@@ -113,7 +109,7 @@ void mca_pml_mpiv_req_cache_fini(void)
 static req_cache_t *my_cache(void)
 {
     req_cache_t *c = tl_cache;
-    if (OPAL_LIKELY(NULL != c && c->epoch == cache_epoch)) {
+    if (OPAL_LIKELY(NULL != c)) {
         return c;
     }
     c = calloc(1, sizeof *c);
@@ -121,7 +117,6 @@ static req_cache_t *my_cache(void)
         return NULL;
     }
     pthread_mutex_lock(&cache_lock);
-    c->epoch = cache_epoch;
     c->next = caches;
     caches = c;
     pthread_mutex_unlock(&cache_lock);
