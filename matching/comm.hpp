@@ -8,13 +8,21 @@
 //   held in the peer's sorted list, and the arrival that fills the gap matches the held
 //   ones right after itself. So order survives several arrival queues.
 // - Receiver order. A key's FIFO keeps the posting order of specific receives. Wildcard
-//   receives (k_any_source, k_any_tag, or both) have no key: they wait in the wildcard
-//   list, in posting order. Every receive gets a posting number from post_seq_: a specific
-//   one reads it (even values), a wildcard one advances it by 2 (odd values). An arrival
-//   takes the earlier-posted of its key's head and the first matching wildcard; numbers
-//   never tie. k_any_tag never matches a negative (internal) tag.
+//   receives have no key. One from a given source with k_any_tag (an "any-tag" receive,
+//   a server's common case) waits in its sender's peer list; the others (k_any_source)
+//   wait in the wildcard list, each list in posting order. Every receive gets a posting
+//   number from post_seq_: a specific one reads it (even values), a wildcard one advances
+//   it by 2 (odd values). An arrival takes the earliest-posted of its key's head, its
+//   sender's first any-tag receive and the first matching wildcard; numbers never tie.
+//   k_any_tag never matches a negative (internal) tag.
 // - Unexpected messages wait in their key's FIFO and, when wildcards are allowed, also in
 //   the unexpected list, in matching order, which wildcard receives and probes scan.
+// Any-tag receives. Their peer list is guarded by the peer spinlock, which every arrival
+// from that sender holds while it matches, in wild mode unordered ones too. So such a
+// receive queues without the TLP lock when no message of its sender that it accepts is
+// unexpected: the peer's count of them (any_tag_unexpected) is changed only under the
+// TLP lock, and raised only under the peer lock as well, so under the peer lock a zero
+// stays zero. Otherwise it goes the way of the other wildcards (TLP lock, wildcard list).
 // Locks. The wildcard and unexpected lists are guarded by the communicator's TLP lock:
 // posting threads take it at high priority, arrivals (progress) at low priority, both only
 // on a slow path:
@@ -29,7 +37,9 @@
 // W reads a larger number with acquire, then queues under the bucket lock. An arrival that
 // finds R under that lock therefore sees W's increment, and W's decrement comes only once
 // W is matched or cancelled. So wild_posted_ == 0 under the bucket lock proves that no
-// live wildcard was posted before the key's head.
+// live wildcard was posted before the key's head. The same holds for an any-tag receive A
+// in place of R: A draws its number with an acq_rel RMW, so it sees W's increment, and
+// the arrival finds A under the peer lock that A's post released.
 // Lock order: peer spinlock -> TLP lock -> bucket lock. A bucket lock is never held while
 // waiting for another lock; no lock is held when a call returns.
 // Over a serial table (table::serial(): calls never overlap) the peer spinlocks and the
@@ -50,17 +60,23 @@
 //   mode. Entering no-wild mode empties the unexpected list (refused while a wildcard is
 //   posted); leaving it rebuilds the list from the table's FIFOs of this context id,
 //   merging each sender's FIFOs by sequence number. The list is empty in no-wild mode.
-// Invariants: a posted receive (state_ == posted) is in exactly one of its key's FIFO or
-// the wildcard list; wild_posted_ equals the wildcard list's length; an unexpected message
+// Invariants: a posted receive (state_ == posted) is in exactly one of its key's FIFO,
+// its sender's any-tag list or the wildcard list; wild_posted_ equals the wildcard list's
+// length, a peer's any_posted its any-tag list's; an unexpected message
 // is in its key's FIFO and, with wildcards, in the unexpected list, with messages of one
 // key in the same order in both; a held message is in no FIFO and no list but its peer's.
+// - Mode changes: wild_allowed_ is published with release after the unexpected counts
+//   are rebuilt, and an any-tag post reads it with acquire under the peer lock. A program
+//   that posts an any-tag receive while another thread asserts mpi_assert_no_any_tag is
+//   erroneous; the receive may then stay unmatched.
 // Memory: 1.25 KiB per communicator with either TLP lock (mostly the lock's padding),
-// 8 B per rank, and 256 B per peer that sends or receives an ordered message (allocated
-// on first contact).
+// 8 B per rank, and 256 B per peer that sends or receives an ordered message, posts an
+// any-tag receive, or sends while wildcards are allowed (allocated on first contact).
 // Nodes (recv_node, msg_node) are 80 B each, inside the caller's objects.
 // When not to use it: traffic that one worker matches alone (an endpoint of an endpoints
-// communicator: private_comm.hpp, two lists without locks, is cheaper); heavy wildcard
-// use (every arrival then takes the TLP lock and scans the wildcard list, as in ob1).
+// communicator: private_comm.hpp, two lists without locks, is cheaper); heavy use of
+// k_any_source (every arrival then takes the TLP lock and scans the wildcard list, as in
+// ob1; k_any_tag from one source does not).
 #pragma once
 
 #include <atomic>
@@ -92,11 +108,18 @@ struct comm_params {
 
 namespace detail {
 
-/// Per-peer state of a communicator that keeps sender order.
+/// Per-peer state of a communicator: sender order, and any-tag receives from the peer.
 struct alignas(k_false_sharing) peer {
     std::atomic<std::uint16_t> lock{0}; // spinlock of the receive side
     std::uint32_t expected = 0;         // sequence number of the next message to match
     link *held = nullptr;               // early arrivals, sorted by seq - expected
+    recv_node *any_head = nullptr;      // any-tag receives in posting order, under lock
+    recv_node *any_tail = nullptr;
+    // Written under lock; read by set_assertions() without it.
+    std::atomic<std::uint32_t> any_posted{0};
+    // Messages of this peer with a tag >= 0 in the unexpected list (wild mode). Written
+    // under the TLP lock, raised under lock too; read by any-tag posts under lock.
+    std::atomic<std::uint32_t> any_tag_unexpected{0};
     // Drawn by sending threads, apart from the receive side.
     alignas(k_false_sharing) std::atomic<std::uint32_t> next_send{0};
 };
@@ -222,6 +245,7 @@ class basic_comm {
     }
     bool wild() const noexcept { return wild_allowed_.load(std::memory_order_relaxed); }
     void rebuild_unexpected() MPIV_TS_REQUIRES(tlp_);
+    template <class Fn> void for_each_peer(Fn &&fn) noexcept; // the peers made so far
 
     static detail::link &as_link(recv_node &r) noexcept { return r; }
     static detail::link &as_link(msg_node &m) noexcept { return m; }
@@ -236,15 +260,23 @@ class basic_comm {
     status post_specific(recv_node &r) noexcept;
     status post_specific_slow(recv_node &r) noexcept;
     status post_wild(recv_node &r) noexcept;
-    void match_arrival(msg_node &m, match_list &matched) noexcept;
-    void match_arrival_slow(msg_node &m, match_list &matched) noexcept;
+    status post_any_tag(recv_node &r) noexcept;
+    // Both return false, having matched nothing, when an arrival that holds no peer lock
+    // (p == nullptr: unordered, and wildcards were not allowed when it began) finds them
+    // allowed: it must take its peer's lock and try again.
+    bool match_arrival(msg_node &m, match_list &matched, detail::peer *p) noexcept;
+    bool match_arrival_slow(msg_node &m, match_list &matched, detail::peer *p) noexcept;
+    void lock_peer(detail::peer &p) noexcept;
+    void unlock_peer(detail::peer &p) noexcept;
+    static void any_tag_unlink(detail::peer &p, recv_node &r, recv_node *prev) noexcept;
+    detail::peer &listed_peer(std::int32_t source) noexcept;
     status peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept;
     [[gnu::noinline]] status new_peer(std::int32_t rank, detail::peer *&peer_p) noexcept;
     static void hold(detail::peer &p, msg_node &m) noexcept;
     static msg_node *take_held(detail::peer &p) noexcept;
     msg_node *take_unexpected(std::int32_t source, std::int32_t tag) noexcept
         MPIV_TS_REQUIRES(tlp_);
-    void unexp_append(msg_node &m) noexcept MPIV_TS_REQUIRES(tlp_);
+    void unexp_append(msg_node &m, detail::peer &p) noexcept MPIV_TS_REQUIRES(tlp_);
     void unexp_unlink(msg_node &m) noexcept MPIV_TS_REQUIRES(tlp_);
     void wild_unlink(recv_node &r, recv_node *prev) noexcept MPIV_TS_REQUIRES(tlp_);
 

@@ -99,8 +99,12 @@ status basic_comm<Lock>::post(recv_node &r, std::int32_t source, std::int32_t ta
     l.tag_ = tag;
     r.msg_ = nullptr;
     r.state_ = recv_node::state::posted;
-    if (source == k_any_source || tag == k_any_tag) {
+    r.any_tag_listed_ = false;
+    if (source == k_any_source) {
         return post_wild(r);
+    }
+    if (tag == k_any_tag) {
+        return post_any_tag(r);
     }
     return post_specific(r);
 }
@@ -175,6 +179,74 @@ status basic_comm<Lock>::post_wild(recv_node &r) noexcept
     }
     wild_tail_ = &r;
     return status::inprogress;
+}
+
+template <class Lock>
+status basic_comm<Lock>::post_any_tag(recv_node &r) noexcept
+{
+    detail::link &l = as_link(r);
+    detail::peer *p = nullptr;
+    if (peer_of(l.source_, p) != status::ok) {
+        return post_wild(r); // no memory for the peer: the wildcard list serves as well
+    }
+    lock_peer(*p);
+    // sync: acquire; pairs with the release store in set_assertions() (the counts it
+    // rebuilt). Relaxed count: see "Any-tag receives" in comm.hpp.
+    if (wild_allowed_.load(std::memory_order_acquire) &&
+        p->any_tag_unexpected.load(std::memory_order_relaxed) == 0) {
+        // sync: acq_rel; release pairs with the acquire loads in post_specific(), acquire
+        // with the release RMW of earlier wildcards (their wild_posted_ increments, see
+        // "Why the fast arrival may ignore wildcards" in comm.hpp)
+        r.seq_ = post_seq_.fetch_add(2, std::memory_order_acq_rel) + 1;
+        l.next_ = nullptr;
+        if (p->any_tail == nullptr) {
+            p->any_head = &r;
+        } else {
+            as_link(*p->any_tail).next_ = &l;
+        }
+        p->any_tail = &r;
+        r.any_tag_listed_ = true;
+        // Relaxed, no RMW: written under the peer lock only.
+        p->any_posted.store(p->any_posted.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+        unlock_peer(*p);
+        return status::inprogress;
+    }
+    unlock_peer(*p);
+    return post_wild(r); // a message it may take waits: take it under the TLP lock
+}
+
+template <class Lock>
+void basic_comm<Lock>::any_tag_unlink(detail::peer &p, recv_node &r, recv_node *prev) noexcept
+{
+    recv_node *next = static_cast<recv_node *>(as_link(r).next_);
+    if (prev == nullptr) {
+        p.any_head = next;
+    } else {
+        as_link(*prev).next_ = next;
+    }
+    if (p.any_tail == &r) {
+        p.any_tail = prev;
+    }
+    // Relaxed, no RMW: written under the peer lock only.
+    p.any_posted.store(p.any_posted.load(std::memory_order_relaxed) - 1,
+                       std::memory_order_relaxed);
+}
+
+template <class Lock>
+inline void basic_comm<Lock>::lock_peer(detail::peer &p) noexcept
+{
+    if (!table_.serial()) {
+        detail::spin_lock(p.lock);
+    }
+}
+
+template <class Lock>
+inline void basic_comm<Lock>::unlock_peer(detail::peer &p) noexcept
+{
+    if (!table_.serial()) {
+        detail::spin_unlock(p.lock);
+    }
 }
 
 template <class Lock>
@@ -280,6 +352,23 @@ status basic_comm<Lock>::cancel(recv_node &r) noexcept
         r.state_ = recv_node::state::cancelled;
         return status::ok;
     }
+    if (r.any_tag_listed_) {
+        detail::peer &p = *peers_[static_cast<std::size_t>(l.source_)].load(
+            std::memory_order_relaxed); // relaxed: the post that listed r made it, before
+        lock_peer(p);
+        const bool posted = r.state_ == recv_node::state::posted;
+        if (posted) {
+            recv_node *prev = nullptr;
+            for (recv_node *a = p.any_head; a != &r;
+                 a = static_cast<recv_node *>(as_link(*a).next_)) {
+                prev = a;
+            }
+            any_tag_unlink(p, r, prev);
+            r.state_ = recv_node::state::cancelled;
+        }
+        unlock_peer(p);
+        return posted ? status::ok : status::not_found;
+    }
     base::lock_guard<Lock> g(tlp_);
     if (r.state_ != recv_node::state::posted) {
         return status::not_found;
@@ -309,8 +398,21 @@ void basic_comm<Lock>::wild_unlink(recv_node &r, recv_node *prev) noexcept
 }
 
 template <class Lock>
-void basic_comm<Lock>::unexp_append(msg_node &m) noexcept
+detail::peer &basic_comm<Lock>::listed_peer(std::int32_t source) noexcept
 {
+    // Relaxed: a message of this source is in the unexpected list, appended under the TLP
+    // lock the caller holds by an arrival that had its peer, or by rebuild_unexpected().
+    return *peers_[static_cast<std::size_t>(source)].load(std::memory_order_relaxed);
+}
+
+template <class Lock>
+void basic_comm<Lock>::unexp_append(msg_node &m, detail::peer &p) noexcept
+{
+    if (m.env_.tag >= 0) {
+        // Relaxed, no RMW: written under the TLP lock only (see comm.hpp).
+        p.any_tag_unexpected.store(p.any_tag_unexpected.load(std::memory_order_relaxed) + 1,
+                                   std::memory_order_relaxed);
+    }
     m.unexp_next_ = nullptr;
     m.unexp_prev_ = unexp_tail_;
     if (unexp_tail_ == nullptr) {
@@ -324,6 +426,12 @@ void basic_comm<Lock>::unexp_append(msg_node &m) noexcept
 template <class Lock>
 void basic_comm<Lock>::unexp_unlink(msg_node &m) noexcept
 {
+    if (m.env_.tag >= 0) {
+        detail::peer &p = listed_peer(m.env_.source);
+        // Relaxed, no RMW: written under the TLP lock only (see comm.hpp).
+        p.any_tag_unexpected.store(p.any_tag_unexpected.load(std::memory_order_relaxed) - 1,
+                                   std::memory_order_relaxed);
+    }
     if (m.unexp_prev_ == nullptr) {
         unexp_head_ = m.unexp_next_;
     } else {
@@ -348,8 +456,10 @@ status basic_comm<Lock>::arrive(msg_node &m, const envelope &env, match_list &ma
                   static_cast<int>(env.tag));
         return status::invalid_arg;
     }
+    // Ordered arrivals match under their peer's lock, for sender order; unordered ones
+    // too while wildcards are allowed, for the peer's any-tag receives (see comm.hpp).
     detail::peer *p = nullptr;
-    if (env.ordered) {
+    if (env.ordered || wild()) {
         const status s = peer_of(env.source, p);
         if (s != status::ok) {
             return s;
@@ -361,96 +471,127 @@ status basic_comm<Lock>::arrive(msg_node &m, const envelope &env, match_list &ma
     l.tag_ = env.tag;
     m.env_ = env;
     m.recv_ = nullptr;
-    if (p == nullptr) {
-        match_arrival(m, matched);
+    if (!env.ordered) {
+        if (p != nullptr) {
+            lock_peer(*p);
+        }
+        if (!match_arrival(m, matched, p)) { // wildcards allowed since: again, locked
+            const status s = peer_of(env.source, p);
+            if (s != status::ok) {
+                return s;
+            }
+            lock_peer(*p);
+            (void) match_arrival(m, matched, p); // true with a peer
+        }
+        if (p != nullptr) {
+            unlock_peer(*p);
+        }
         return status::ok;
     }
-    const bool locked = !table_.serial();
-    if (locked) {
-        detail::spin_lock(p->lock);
-    }
+    lock_peer(*p);
     if (env.seq != p->expected) {
         hold(*p, m);
     } else {
         msg_node *next = &m;
         do {
-            match_arrival(*next, matched);
+            (void) match_arrival(*next, matched, p); // true with a peer
             ++p->expected;
             next = take_held(*p);
         } while (next != nullptr);
     }
-    if (locked) {
-        detail::spin_unlock(p->lock);
-    }
+    unlock_peer(*p);
     return status::ok;
 }
 
 template <class Lock>
-void basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched) noexcept
+bool basic_comm<Lock>::match_arrival(msg_node &m, match_list &matched, detail::peer *p) noexcept
 {
     detail::link &l = as_link(m);
     // Relaxed: a hint. While a wildcard is posted the bucket-lock step below only hands
     // over to the slow path, so go there at once; the slow path decides under its own locks
     // whatever this load saw (no-wild mode keeps the count at 0).
     if (wild_posted_.load(std::memory_order_relaxed) != 0) {
-        match_arrival_slow(m, matched);
-        return;
+        return match_arrival_slow(m, matched, p);
     }
     {
         table::queue_guard q(table_, key_of(l));
         const bool wild_mode = wild();
-        // Relaxed: the bucket lock orders this load after the increment of any wildcard
-        // posted before the key's head (see comm.hpp); a stale non-zero only costs the
-        // slow path. No-wild mode has no wildcard to look for.
-        if (q.holds(side::recv) &&
-            (!wild_mode || wild_posted_.load(std::memory_order_relaxed) == 0)) {
-            bind(as_recv(*q.pop_front()), m);
-            matched.push(m);
-            return;
+        if (wild_mode && p == nullptr) {
+            return false;
         }
-        if (!wild_mode) {
-            q.push_back(l, side::msg); // unexpected; no list but its FIFO
-            return;
+        // Relaxed: the bucket lock orders this load after the increment of any wildcard
+        // posted before the key's head, and the peer lock after that of any wildcard
+        // posted before the peer's first any-tag receive (see comm.hpp); a stale non-zero
+        // only costs the slow path. No-wild mode has no wildcard to look for.
+        if (!wild_mode || wild_posted_.load(std::memory_order_relaxed) == 0) {
+            recv_node *specific = q.holds(side::recv) ? &as_recv(*q.front()) : nullptr;
+            // In no-wild mode only an erroneous program has any-tag receives posted.
+            recv_node *any = p != nullptr && l.tag_ >= 0 ? p->any_head : nullptr;
+            if (specific != nullptr && (any == nullptr || specific->seq_ < any->seq_)) {
+                q.pop_front();
+                bind(*specific, m);
+                matched.push(m);
+                return true;
+            }
+            if (any != nullptr) {
+                base::stats::add(base::stats::counter::wildcard_matches);
+                any_tag_unlink(*p, *any, nullptr);
+                bind(*any, m);
+                matched.push(m);
+                return true;
+            }
+            if (!wild_mode) {
+                q.push_back(l, side::msg); // unexpected; no list but its FIFO
+                return true;
+            }
         }
     }
-    match_arrival_slow(m, matched);
+    return match_arrival_slow(m, matched, p);
 }
 
 template <class Lock>
-void basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched) noexcept
+bool basic_comm<Lock>::match_arrival_slow(msg_node &m, match_list &matched,
+                                          detail::peer *p) noexcept
 {
     detail::link &l = as_link(m);
     base::low_priority_guard<Lock> g(tlp_);
     table::queue_guard q(table_, key_of(l));
-    if (!wild()) { // the mode changed since match_arrival() looked
-        if (q.holds(side::recv)) {
-            bind(as_recv(*q.pop_front()), m);
-            matched.push(m);
-        } else {
-            q.push_back(l, side::msg);
-        }
-        return;
+    const bool wild_mode = wild(); // the mode may have changed since match_arrival() looked
+    if (wild_mode && p == nullptr) {
+        return false;
     }
+    // The earliest-posted of the three candidates; numbers never tie.
     recv_node *specific = q.holds(side::recv) ? &as_recv(*q.front()) : nullptr;
+    recv_node *any = p != nullptr && l.tag_ >= 0 ? p->any_head : nullptr;
     recv_node *prev = nullptr;
-    recv_node *wild = wild_head_;
+    recv_node *wild = wild_mode ? wild_head_ : nullptr; // empty in no-wild mode anyway
     while (wild != nullptr && !accepts(as_link(*wild).source_, as_link(*wild).tag_, m.env_)) {
         prev = wild;
         wild = static_cast<recv_node *>(as_link(*wild).next_);
     }
-    if (wild != nullptr && (specific == nullptr || wild->seq_ < specific->seq_)) {
+    const auto earlier = [](const recv_node *a, const recv_node *b) {
+        return a != nullptr && (b == nullptr || a->seq_ < b->seq_);
+    };
+    if (earlier(wild, specific) && earlier(wild, any)) {
         base::stats::add(base::stats::counter::wildcard_matches);
         wild_unlink(*wild, prev);
         bind(*wild, m);
-        matched.push(m);
+    } else if (earlier(any, specific)) {
+        base::stats::add(base::stats::counter::wildcard_matches);
+        any_tag_unlink(*p, *any, nullptr);
+        bind(*any, m);
     } else if (specific != nullptr) {
         q.pop_front();
         bind(*specific, m);
-        matched.push(m);
     } else {
         q.push_back(l, side::msg);
-        unexp_append(m);
+        if (wild_mode) {
+            unexp_append(m, *p);
+        }
+        return true;
     }
+    matched.push(m);
+    return true;
 }
 
 template <class Lock>
@@ -605,8 +746,14 @@ status basic_comm<Lock>::set_assertions(unsigned assertions) noexcept
     const bool from = wild();
     const bool to = wild_for(assertions);
     if (from && !to) {
-        // Relaxed: changed only under tlp_, which we hold.
-        if (wild_posted_.load(std::memory_order_relaxed) != 0) {
+        // Relaxed: wild_posted_ changes only under tlp_, which we hold; any_posted under
+        // peer locks, so an any-tag post racing with this call is missed (see "Mode
+        // changes" in comm.hpp).
+        bool posted = wild_posted_.load(std::memory_order_relaxed) != 0;
+        for_each_peer([&posted](detail::peer &p) {
+            posted = posted || p.any_posted.load(std::memory_order_relaxed) != 0;
+        });
+        if (posted) {
             base::log(base::log_level::warn,
                       "match: communicator %u: mpi_assert_no_any_source and "
                       "mpi_assert_no_any_tag not applied: a wildcard receive is posted",
@@ -615,6 +762,9 @@ status basic_comm<Lock>::set_assertions(unsigned assertions) noexcept
         }
         unexp_head_ = nullptr; // the messages stay in their FIFOs
         unexp_tail_ = nullptr;
+        for_each_peer([](detail::peer &p) {
+            p.any_tag_unexpected.store(0, std::memory_order_relaxed); // under tlp_
+        });
     } else if (!from && to) {
         try {
             rebuild_unexpected();
@@ -625,9 +775,23 @@ status basic_comm<Lock>::set_assertions(unsigned assertions) noexcept
             return status::nomem;
         }
     }
-    wild_allowed_.store(to, std::memory_order_relaxed);
+    // sync: release; pairs with the acquire load in post_any_tag() (the counts above)
+    wild_allowed_.store(to, std::memory_order_release);
     assertions_.store(assertions, std::memory_order_relaxed);
     return status::ok;
+}
+
+template <class Lock>
+template <class Fn>
+void basic_comm<Lock>::for_each_peer(Fn &&fn) noexcept
+{
+    for (std::int32_t i = 0; i < size_; ++i) {
+        // sync: acquire; pairs with the release CAS in new_peer() (the peer's fields)
+        detail::peer *p = peers_[static_cast<std::size_t>(i)].load(std::memory_order_acquire);
+        if (p != nullptr) {
+            fn(*p);
+        }
+    }
 }
 
 template <class Lock>
@@ -646,14 +810,23 @@ void basic_comm<Lock>::rebuild_unexpected()
         by_source[tail.source_].push_back(std::move(fifo));
     });
     std::size_t most = 0; // FIFOs of one sender
+    std::vector<detail::peer *> peer_of_source; // in by_source's order
+    peer_of_source.reserve(by_source.size());
     for (const auto &entry : by_source) {
         most = std::max(most, entry.second.size());
+        detail::peer *p = nullptr; // counts the sender's messages (see comm.hpp)
+        if (peer_of(entry.first, p) != status::ok) {
+            throw std::bad_alloc();
+        }
+        peer_of_source.push_back(p);
     }
     std::vector<std::size_t> at;
     at.reserve(most);
     unexp_head_ = nullptr;
     unexp_tail_ = nullptr;
+    std::size_t source_index = 0;
     for (auto &entry : by_source) {
+        detail::peer &p = *peer_of_source[source_index++];
         auto &fifos = entry.second;
         at.assign(fifos.size(), 0);
         // Merge taking only heads, so each FIFO keeps its order: an unordered head may go
@@ -677,7 +850,7 @@ void basic_comm<Lock>::rebuild_unexpected()
             if (best == fifos.size()) {
                 break;
             }
-            unexp_append(*fifos[best][at[best]++]);
+            unexp_append(*fifos[best][at[best]++], p);
         }
     }
 }

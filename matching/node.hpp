@@ -54,7 +54,7 @@ namespace detail {
 struct link {
     // Next node in whichever single list holds the node: the circular FIFO of its key
     // (the table keeps the tail, tail->next_ is the head), the wildcard list, a peer's
-    // list of early arrivals, or a match_list.
+    // list of early arrivals or of any-tag receives, or a match_list.
     link *next_ = nullptr;
     // Overflow chain of a bucket, read in a queue's tail node only: the next spilled
     // queue (its tail pointer and side bit), 0 at the end (see table.hpp).
@@ -92,7 +92,12 @@ class recv_node : private detail::link {
     std::uint64_t seq_ = 0;     // posting order (communicators that allow wildcards)
     envelope env_{};            // matched message's envelope
     msg_node *msg_ = nullptr;   // matched message
-    state state_ = state::idle; // guarded by the bucket lock (specific) or the TLP lock
+    // Guarded by the bucket lock (specific), the sender's peer lock (any_tag_listed_) or
+    // the TLP lock (other wildcards).
+    state state_ = state::idle;
+    // A receive from one source with any tag, waiting in that sender's list rather than in
+    // the list of all wildcards (set by post(); read by cancel()).
+    bool any_tag_listed_ = false;
 };
 
 /// An arrived message. Embed it in the packet or RTS descriptor; hand it to

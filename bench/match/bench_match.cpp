@@ -3,6 +3,8 @@
 //                                  (full MPI rules: ordered, wildcards allowed), 1..8 threads
 //   BM_match_insert_match_asserted the same on a communicator with all three MPI-4
 //                                  assertions (the pure MPIv path)
+//   BM_match_any_tag               the same with receives from the thread's source and any
+//                                  tag (a server's MPI_ANY_TAG receive)
 //   BM_unordered_map_mutex         the same post + deliver on std::unordered_map of FIFOs
 //                                  under one std::mutex
 //   BM_match_posted/K              K receives posted (distinct tags); deliver the message
@@ -69,7 +71,7 @@ void teardown_engine(const benchmark::State &)
     g_engine.reset();
 }
 
-void BM_match_insert_match(benchmark::State &state)
+void insert_match(benchmark::State &state, bool any_tag)
 {
     if (!g_engine->ok) {
         state.SkipWithError("engine creation failed");
@@ -85,7 +87,7 @@ void BM_match_insert_match(benchmark::State &state)
     std::int32_t tag = 0;
     for (auto _ : state) {
         match_list matched;
-        const status posted = c.post(r, source, tag);
+        const status posted = c.post(r, source, any_tag ? mpiv::match::k_any_tag : tag);
         const status arrived = c.arrive(m, envelope{source, tag, seq, 8, ordered}, matched);
         if (posted != status::inprogress || arrived != status::ok || matched.pop() != &m) {
             state.SkipWithError("unexpected matching result");
@@ -95,6 +97,11 @@ void BM_match_insert_match(benchmark::State &state)
         tag = (tag + 1) % k_tags;
     }
     state.SetItemsProcessed(state.iterations());
+}
+
+void BM_match_insert_match(benchmark::State &state)
+{
+    insert_match(state, false);
 }
 BENCHMARK(BM_match_insert_match)
     ->Setup(setup_ordered)
@@ -117,6 +124,18 @@ BENCHMARK(BM_match_insert_match_asserted)
     ->Threads(2)
     ->Threads(4)
     ->Threads(8)
+    ->UseRealTime();
+
+// Receives from the thread's source with any tag, on the ordered communicator.
+void BM_match_any_tag(benchmark::State &state)
+{
+    insert_match(state, true);
+}
+BENCHMARK(BM_match_any_tag)
+    ->Setup(setup_ordered)
+    ->Teardown(teardown_engine)
+    ->Threads(1)
+    ->Threads(2)
     ->UseRealTime();
 
 // A conventional concurrent matcher: FIFOs per key in a std::unordered_map, one mutex.

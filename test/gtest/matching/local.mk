@@ -1,5 +1,5 @@
 # test/gtest/matching: the matching engine (hash table, MPI rules, model-based stress).
-noinst_HEADERS += %reldir%/reference_matcher.hpp
+noinst_HEADERS += %reldir%/reference_matcher.hpp %reldir%/comm_fixture.hpp
 
 check_PROGRAMS += %reldir%/test_table
 TESTS += %reldir%/test_table
@@ -9,7 +9,7 @@ TESTS += %reldir%/test_table
 
 check_PROGRAMS += %reldir%/test_comm
 TESTS += %reldir%/test_comm
-%canon_reldir%_test_comm_SOURCES = %reldir%/test_comm.cc
+%canon_reldir%_test_comm_SOURCES = %reldir%/test_comm.cc %reldir%/test_any_tag.cc
 %canon_reldir%_test_comm_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_comm_LDADD = $(GTEST_CORE_LIBS)
 

@@ -12,6 +12,7 @@
 #include "base/lock/tlp.hpp"
 #include "matching/comm.hpp"
 #include "test/gtest/common/stress.hpp"
+#include "test/gtest/matching/comm_fixture.hpp"
 
 namespace {
 
@@ -30,41 +31,7 @@ constexpr unsigned k_all_assertions =
     k_assert_no_any_source | k_assert_no_any_tag | k_assert_allow_overtaking;
 
 template <class Lock>
-class match_comm : public ::testing::Test {
-  protected:
-    using comm_type = mpiv::match::basic_comm<Lock>;
-
-    match_comm() { EXPECT_EQ(mpiv::match::table::create(64, table_), status::ok); }
-
-    std::unique_ptr<comm_type> make(std::int32_t size = 8, unsigned assertions = 0,
-                                    std::uint16_t cid = 3)
-    {
-        std::unique_ptr<comm_type> c;
-        EXPECT_EQ(comm_type::create(*table_, {cid, size, assertions}, c), status::ok);
-        return c;
-    }
-
-    // Deliver m, ordered unless c allows overtaking (as a sender on c would send it);
-    // @return the messages matched by this call, in order.
-    static std::vector<msg_node *> arrive(comm_type &c, msg_node &m, std::int32_t source,
-                                          std::int32_t tag, std::uint32_t seq, std::size_t size = 0)
-    {
-        const bool ordered = (c.assertions() & k_assert_allow_overtaking) == 0;
-        return arrive_as(c, m, envelope{source, tag, seq, size, ordered});
-    }
-    static std::vector<msg_node *> arrive_as(comm_type &c, msg_node &m, const envelope &env)
-    {
-        match_list matched;
-        EXPECT_EQ(c.arrive(m, env, matched), status::ok);
-        std::vector<msg_node *> out;
-        while (msg_node *x = matched.pop()) {
-            out.push_back(x);
-        }
-        return out;
-    }
-
-    std::unique_ptr<mpiv::match::table> table_;
-};
+class match_comm : public mpiv::test::comm_fixture<Lock> {};
 
 using lock_types = ::testing::Types<mpiv::base::p_mcs_mcs_lock, mpiv::base::p_hmcs_mcs_lock>;
 TYPED_TEST_SUITE(match_comm, lock_types);
