@@ -183,22 +183,17 @@ static int mpiv_wait(ompi_request_t **request, ompi_status_public_t *status)
     return saved_fns.req_wait(request, status);
 }
 
-/* Whether requests[0..count) are all inactive (or MPI_REQUEST_NULL) or mpiv requests, and
- * at least one of them completed with an error. */
-static bool mpiv_set_failed(size_t count, ompi_request_t **requests)
+/* Whether requests[0..count) are all inactive (or MPI_REQUEST_NULL), mpiv requests, or
+ * ompi_request_empty (complete at once: what a send that went inline returns). */
+static bool all_mpiv(size_t count, ompi_request_t **requests)
 {
-    bool failed = false;
     for (size_t i = 0; i < count; ++i) {
         const ompi_request_t *r = requests[i];
-        if (OMPI_REQUEST_INACTIVE == r->req_state) {
-            continue;
-        }
-        if (!is_mpiv(r)) {
+        if (OMPI_REQUEST_INACTIVE != r->req_state && !is_mpiv(r) && &ompi_request_empty != r) {
             return false;
         }
-        failed = failed || (REQUEST_COMPLETE(r) && MPI_SUCCESS != r->req_status.MPI_ERROR);
     }
-    return failed;
+    return true;
 }
 
 /* The end of MPI_Waitall over complete requests, as Open MPI's default function does it:
@@ -207,6 +202,7 @@ static bool mpiv_set_failed(size_t count, ompi_request_t **requests)
 static int finish_all(size_t count, ompi_request_t **requests, ompi_status_public_t *statuses)
 {
     int mpi_error = OMPI_SUCCESS;
+    opal_atomic_rmb(); /* the statuses after the completions seen */
     for (size_t i = 0; i < count; ++i) {
         ompi_request_t *r = requests[i];
         int rc;
@@ -237,12 +233,14 @@ static int finish_all(size_t count, ompi_request_t **requests, ompi_status_publi
 
 static int mpiv_wait_all(size_t count, ompi_request_t **requests, ompi_status_public_t *statuses)
 {
-    /* Open MPI 4.1.4's default function, when it finds a request already complete with an
-     * error, skips its wait and then, with threads (MPI_THREAD_MULTIPLE), spins for ever in
-     * WAIT_SYNC_RELEASE: its sync stays "signaling". mpiv completes its requests before
-     * calling it, so it finishes such a set itself. */
-    if (mca_pml_mpiv_wait_own(count, requests) && opal_using_threads() &&
-        mpiv_set_failed(count, requests)) {
+    /* A set of mpiv requests, all complete now, is finished here. Open MPI 4.1.4's default
+     * function would still attach a wait object to each request (a CAS each), count them
+     * down, and make, signal and destroy a mutex and condition variable: about as long as
+     * the rest of a short message's round trip. It also, when it finds a request already
+     * complete with an error, skips its wait and then, with threads
+     * (MPI_THREAD_MULTIPLE), spins for ever in WAIT_SYNC_RELEASE: its sync stays
+     * "signaling". */
+    if (mca_pml_mpiv_wait_own(count, requests) && all_mpiv(count, requests)) {
         return finish_all(count, requests, statuses);
     }
     return saved_fns.req_wait_all(count, requests, statuses);

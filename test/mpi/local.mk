@@ -160,6 +160,13 @@ check_PROGRAMS += %reldir%/comm_churn
 %canon_reldir%_comm_churn_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_comm_churn_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/waitall_sets
+%canon_reldir%_waitall_sets_SOURCES = %reldir%/waitall_sets.c
+%canon_reldir%_waitall_sets_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_waitall_sets_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_waitall_sets_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_waitall_sets_LDADD = $(OMPI_LIBS)
+
 check_PROGRAMS += %reldir%/thread_churn
 %canon_reldir%_thread_churn_SOURCES = %reldir%/thread_churn.c
 %canon_reldir%_thread_churn_CPPFLAGS = $(%canon_reldir%_cppflags)
@@ -275,6 +282,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/comm_churn-np2.sh \
 	%reldir%/bsend_threads-np2.sh \
 	%reldir%/thread_churn-np2.sh \
+	%reldir%/waitall_sets-np2.sh \
 	%reldir%/nbc_threads-np4.sh \
 	%reldir%/unexpected-np2.sh \
 	%reldir%/endpoints-np3.sh \
