@@ -36,9 +36,57 @@ waiter_pool &pthread_waiters()
     return *pool;
 }
 thread_local waiter *tl_waiter __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// The waits of ULTs: a waiter and its sync, made together and kept for reuse in a list of
+// their worker's thread (ULTs never change workers), up to k_ult_waits_kept of them. A
+// completer's last access to them is the signal that lets the wait end (sched::sync's
+// lifetime rule), so they may be reused at once, like freed.
+struct ult_wait : waiter {
+    sched::sync s;
+    ult_wait *next = nullptr;
+};
+constexpr unsigned k_ult_waits_kept = 64;
+thread_local ult_wait *tl_ult_waits __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local unsigned tl_ult_waits_kept __attribute__((tls_model("initial-exec"))) = 0;
+
+// Out of line: the thread-local list is read where the call runs, never through an
+// address computed before a context switch.
+[[gnu::noinline]] ult_wait *take_ult_wait() noexcept
+{
+    ult_wait *u = tl_ult_waits;
+    if (u != nullptr) {
+        tl_ult_waits = u->next;
+        --tl_ult_waits_kept;
+        return u;
+    }
+    u = new (std::nothrow) ult_wait;
+    if (u == nullptr) {
+        base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+        std::abort();
+    }
+    u->ult_sync = &u->s;
+    return u;
+}
+
+[[gnu::noinline]] void give_ult_wait(ult_wait *u) noexcept
+{
+    if (tl_ult_waits_kept == k_ult_waits_kept) {
+        delete u;
+        return;
+    }
+    u->next = tl_ult_waits;
+    tl_ult_waits = u;
+    ++tl_ult_waits_kept;
+}
+
 struct waiter_release {
     ~waiter_release()
     {
+        while (ult_wait *u = tl_ult_waits) {
+            tl_ult_waits = u->next;
+            delete u;
+        }
+        tl_ult_waits_kept = 0;
         if (tl_waiter != nullptr) {
             waiter_pool &p = pthread_waiters();
             std::lock_guard<std::mutex> guard(p.mu);
@@ -127,14 +175,14 @@ template <class Still> void engine::doze(Still still) noexcept
 waiter *engine::wait_begin(std::int32_t count) noexcept
 {
     if (sched::worker::current_ult() != nullptr) {
-        auto *w = new (std::nothrow) waiter;
-        auto *s = new (std::nothrow) sched::sync(count);
-        if (w == nullptr || s == nullptr) {
-            base::log(base::log_level::error, "mpiv: out of memory starting a wait; aborting");
+        ult_wait *u = take_ult_wait();
+        if (u->s.reset(count) != status::ok) { // count >= 1, and no wait is under way
+            base::log(base::log_level::error, "mpiv: a ULT wait for %d completions cannot start",
+                      static_cast<int>(count));
             std::abort();
         }
-        w->ult_sync = s;
-        return w;
+        (void)&tl_waiter_release; // registers the thread-exit release
+        return u;
     }
     waiter &w = my_pthread_waiter();
     w.begun = count;
@@ -207,8 +255,7 @@ void engine::wait_end(waiter *w) noexcept
         } else {
             (void)s->wait();
         }
-        delete s;
-        delete w;
+        give_ult_wait(static_cast<ult_wait *>(w)); // made by take_ult_wait()
         return;
     }
     pthread_wait(*w);

@@ -346,6 +346,8 @@ class engine_wait : public engine_test,
         p1.progress = GetParam();
         start(p0, p1);
     }
+    void ult_waiters(int ults, std::size_t rounds);
+
     void world(wait_world &w, int waiters, std::size_t rounds)
     {
         w.e[0] = eng_[0].get();
@@ -390,15 +392,26 @@ void *ult_waiter_main(void *raw)
     return nullptr;
 }
 
-// The same from sixteen ULTs on two workers.
+// The same from ULTs on two workers: sixteen, and more than a worker keeps waits for
+// reuse (endpoints/engine_wait.cpp, k_ult_waits_kept), so that some are freed.
 TEST_P(engine_wait, ult_waiters)
+{
+    ult_waiters(16, iterations(100, 10));
+}
+
+TEST_P(engine_wait, ult_waiters_past_the_kept_waits)
+{
+    ult_waiters(160, iterations(20, 4));
+}
+
+void engine_wait::ult_waiters(int ults, std::size_t rounds)
 {
     start_mode();
     start_runtime(2);
     mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
     ASSERT_NE(rt, nullptr);
     wait_world w;
-    world(w, 16, iterations(100, 10));
+    world(w, ults, rounds);
     watchdog dog("ULT waiters");
     std::thread feed([&] { feeder(w, GetParam() == MPIV_P2P_PROGRESS_INLINE); });
     std::vector<ult_arg> args(static_cast<std::size_t>(w.waiters));
