@@ -282,6 +282,7 @@ struct waiter {
     bool parked = false;                        // engine::park_mu_
     // A pthread's polls before it yields in a crowd (its thread only).
     base::adaptive_spin crowd_spin{k_spin_polls_crowd, k_spin_polls_alone};
+    bool prepolled = false; // poll_alone() spent crowd_spin's budget (its thread only)
 };
 
 /// Matching engines by TLP lock kind (mpiv_p2p_params_t::lock).
@@ -509,8 +510,9 @@ class engine {
     std::size_t inline_max() const noexcept { return inline_max_; }
 
     /// A pthread about to wait polls for its completions itself, for up to @p polls
-    /// polls, while no other pthread waits (mpiv_p2p_poll_alone). True when @p done
-    /// said so; false at once in a ULT, with a server thread, in a crowd or with UCX peers.
+    /// polls while no other pthread waits, for its crowd_spin budget otherwise
+    /// (mpiv_p2p_poll_alone). True when @p done said so; false at once in a ULT, with a
+    /// server thread or with UCX peers.
     bool poll_alone(int polls, int (*done)(void *), void *arg) noexcept;
 
     /// Begin a wait for @p count >= 1 completions by the calling thread or ULT.

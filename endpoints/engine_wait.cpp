@@ -340,25 +340,36 @@ bool engine::poll_alone(int polls, int (*done)(void *), void *arg) noexcept
     // Relaxed: the count only sizes waits (see pthread_wait); this poller counts in it, so
     // that a thread coming to wait meanwhile sees a crowd. UCX peers: a poll is a system
     // call. Serial mode keeps no count (nothing else runs).
+    waiter *crowd = nullptr;
     if (!serial_) {
-        if (ucx_up_.load(std::memory_order_relaxed) ||
-            pthread_waiters_.load(std::memory_order_relaxed) != 0) {
+        if (ucx_up_.load(std::memory_order_relaxed)) {
             return false;
         }
         if (pthread_waiters_.fetch_add(1, std::memory_order_relaxed) != 0) {
-            pthread_waiters_.fetch_sub(1, std::memory_order_relaxed);
-            return false;
+            // Other pthreads wait: poll for this thread's learned crowd budget instead
+            // (see pthread_wait), and tell its wait, if it comes to one, that the budget
+            // was spent here.
+            crowd = &my_pthread_waiter();
+            polls = static_cast<int>(crowd->crowd_spin.next());
         }
     }
-    bool ok = false;
-    for (int i = 0; i < polls; ++i) {
+    int i = 0;
+    for (; i < polls; ++i) {
         if (done(arg) != 0) {
-            ok = true;
             break;
         }
         // More processes than PUs: the peer this wait depends on may need this PU.
         if (progress() == 0 && params_.yield_when_idle != 0) {
             std::this_thread::yield();
+        }
+    }
+    const bool ok = i < polls;
+    if (crowd != nullptr) {
+        if (ok) {
+            crowd->crowd_spin.ended_within(static_cast<std::uint32_t>(i));
+        } else {
+            crowd->crowd_spin.outlasted();
+            crowd->prepolled = true;
         }
     }
     if (!serial_) {
@@ -381,7 +392,11 @@ void engine::pthread_wait(waiter &w) noexcept
     // trips/s; 4, 39k; none, 50k; none and then watching, 67k).
     const bool crowd = pthread_waiters_.fetch_add(1, std::memory_order_relaxed) != 0;
     const bool costly = ucx_up_.load(std::memory_order_relaxed);
-    if (crowd && !costly) {
+    const bool prepolled = w.prepolled;
+    w.prepolled = false;
+    if (crowd && !costly && prepolled) {
+        (void)pthread_wait_slow(w, 0, true); // its crowd budget went on poll_alone()
+    } else if (crowd && !costly) {
         // Over shared memory a waiter in a crowd polls for its own budget (adaptive_spin):
         // its completion often comes from the peer process within a round trip, and then
         // polling on saves a kernel switch per message (msgrate --regime latency, 16 client

@@ -79,9 +79,10 @@ bool mca_pml_mpiv_wait_own(size_t n, ompi_request_t **reqs)
         }
         pending += must_register(reqs[i]);
     }
-    /* A pthread that waits alone polls before it registers a waiter: registering on each
-     * request, waking and unwinding the wait cost more than the polls (atomics on each
-     * request, both ways), on the path from an arrival back to the application. */
+    /* A pthread polls before it registers a waiter (for a budget it learned when other
+     * threads wait too): registering on each request, waking and unwinding the wait cost
+     * more than the polls (atomics on each request, both ways), on the path from an
+     * arrival back to the application. */
     if (0 != pending) {
         struct poll_set set = {n, 0, reqs};
         if (mpiv_p2p_poll_alone(mca_pml_mpiv.engine, MPIV_PREPOLLS, poll_set_done, &set)) {

@@ -396,13 +396,14 @@ MPIV_API int mpiv_p2p_progress(mpiv_p2p_t *engine);
 
 typedef struct mpiv_p2p_waiter mpiv_p2p_waiter_t; /**< a wait in progress */
 
-/** Let a pthread about to wait poll for its completions itself: up to @p polls rounds of
- *  @p done(@p arg) then mpiv_p2p_progress, while it is the only pthread of this process
- *  waiting in the engine (it counts as one meanwhile). Polling spares a wait's
- *  registration on each operation and its wake-ups when the completions come soon.
- *  Declines at once (returns 0) in a ULT, with a server thread, when another pthread
- *  waits, or when a peer is reached over the network (there a poll is a system call);
- *  below MPI_THREAD_MULTIPLE (serialized engine) only the first two decline.
+/** Let a pthread about to wait poll for its completions itself: rounds of @p done(@p arg)
+ *  then mpiv_p2p_progress, up to @p polls of them while it is the only pthread of this
+ *  process waiting in the engine, or up to the budget the thread learned from its own
+ *  waits while others wait too (64 to 4096 polls, as a wait in a crowd spins; a wait that
+ *  follows a poll that outlasted that budget does not spin again). It counts as a waiter
+ *  meanwhile. Polling spares a wait's registration on each operation and its wake-ups when
+ *  the completions come soon. Declines at once (returns 0) in a ULT, with a server thread,
+ *  or when a peer is reached over the network (there a poll is a system call).
  *  @return nonzero when @p done returned nonzero; 0 otherwise (and for NULL). */
 MPIV_API int mpiv_p2p_poll_alone(mpiv_p2p_t *engine, int polls, int (*done)(void *arg),
                                  void *arg);

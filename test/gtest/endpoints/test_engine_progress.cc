@@ -580,8 +580,10 @@ TEST_F(engine_test, poll_alone_drives_progress)
     EXPECT_EQ(got, value);
 }
 
-// It declines at once, without a check, while another pthread waits in the engine.
-TEST_F(engine_test, poll_alone_declines_in_a_crowd)
+// While another pthread waits in the engine, it polls for the calling thread's learned
+// crowd budget instead of the count given: 64 at first, doubled by a wait that ended
+// while polling, and back to 64 (not below) after waits that outlasted it.
+TEST_F(engine_test, poll_alone_polls_a_learned_budget_in_a_crowd)
 {
     start();
     watchdog dog("poll_alone in a crowd");
@@ -596,9 +598,19 @@ TEST_F(engine_test, poll_alone_declines_in_a_crowd)
     while (ep::engine_test_access::pthread_waiters(eng(1)) == 0) {
         std::this_thread::yield();
     }
-    poll_count c{0, 1};
-    EXPECT_FALSE(eng(1).poll_alone(100, count_done, &c));
-    EXPECT_EQ(c.calls, 0);
+    constexpr int k_never = 1 << 30;
+    poll_count first{0, k_never};
+    EXPECT_FALSE(eng(1).poll_alone(100000, count_done, &first));
+    EXPECT_EQ(first.calls, 64); // the starting budget, not the count given
+    poll_count soon{0, 10};
+    EXPECT_TRUE(eng(1).poll_alone(100000, count_done, &soon));
+    EXPECT_EQ(soon.calls, 10);
+    poll_count doubled{0, k_never};
+    EXPECT_FALSE(eng(1).poll_alone(100000, count_done, &doubled));
+    EXPECT_EQ(doubled.calls, 128);
+    poll_count halved{0, k_never};
+    EXPECT_FALSE(eng(1).poll_alone(100000, count_done, &halved));
+    EXPECT_EQ(halved.calls, 64);
     ep::waiter *w = nullptr;
     // Acquire: pairs with the release store of the waiter.
     while ((w = shared.load(std::memory_order_acquire)) == nullptr) {
