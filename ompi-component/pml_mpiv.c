@@ -514,9 +514,24 @@ static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int 
     r = &req->ompi;
     mca_pml_mpiv_req_init(req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
              comm);
-    rc = recv_start(req);
+    if (!mca_pml_mpiv.serial && mca_pml_mpiv_in_ult()) {
+        /* A ULT registers its wait before the start (no CAS against the completion), and
+         * the completion then takes no atomics either (req_done). */
+        mpiv_p2p_waiter_t *w = mpiv_p2p_wait_begin(mca_pml_mpiv.engine, 1);
+        req->waiter = w;
+        req->preset_waiter = true;
+        rc = recv_start(req);
+        if (OMPI_SUCCESS != rc) {
+            mpiv_p2p_wake(mca_pml_mpiv.engine, w); /* nothing started: nothing will wake it */
+        }
+        mpiv_p2p_wait_end(mca_pml_mpiv.engine, w);
+    } else {
+        rc = recv_start(req);
+        if (OMPI_SUCCESS == rc) {
+            (void) mca_pml_mpiv_wait_own(1, &r);
+        }
+    }
     if (OMPI_SUCCESS == rc) {
-        (void) mca_pml_mpiv_wait_own(1, &r);
         while (!(__atomic_load_n(&req->pml_state, __ATOMIC_ACQUIRE) & MPIV_REQ_DONE)) {
             sched_yield();
         }

@@ -93,7 +93,11 @@ typedef struct mca_pml_mpiv_request {
     mpiv_p2p_op_t op;               /* the engine's operation (first: most aligned) */
     mca_pml_mpiv_req_kind_t kind;
     volatile int32_t pml_state;     /* MPIV_REQ_* */
-    void *volatile waiter;          /* mpiv_p2p_waiter_t of an mpiv wait, or MPIV_WAITER_DONE */  /* MPIV_REQ_* */
+    void *volatile waiter;          /* mpiv_p2p_waiter_t of an mpiv wait, or MPIV_WAITER_DONE */
+    /* A blocking call's own request whose waiter was stored before the operation started
+     * (mpiv_recv in a ULT): no Open MPI wait can hold it and nothing frees it, so its
+     * completion needs no atomic read-modify-write (req_done). */
+    bool preset_waiter;
     /* arguments, kept for persistent requests */
     void *buf;
     size_t count;

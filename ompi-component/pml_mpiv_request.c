@@ -218,6 +218,7 @@ void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t 
     /* A persistent request that was never started counts as done. */
     req->pml_state = persistent ? MPIV_REQ_DONE : 0;
     req->waiter = NULL;
+    req->preset_waiter = false;
     req->buf = buf;
     req->count = count;
     req->datatype = dt;
@@ -252,6 +253,13 @@ static void req_done(mca_pml_mpiv_request_t *req)
     const bool serial = mca_pml_mpiv.serial;
     int32_t prev;
     void *waiter;
+    if (req->preset_waiter) {
+        ompi_request_complete(&req->ompi, false);
+        mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) req->waiter);
+        /* Release: pairs with the acquire load in mpiv_recv; the last access. */
+        __atomic_store_n(&req->pml_state, MPIV_REQ_DONE, __ATOMIC_RELEASE);
+        return;
+    }
     ompi_request_complete(&req->ompi, !serial || REQUEST_PENDING != req->ompi.req_complete);
     /* An mpiv wait registered on the request (see wait_mpiv) is woken exactly once. */
     if (serial) {

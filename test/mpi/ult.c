@@ -5,7 +5,8 @@
  * round), then sends back the data it got plus one. Sizes cross the eager limit every few
  * rounds. A blocking call blocks only its ULT: with 1000 ULTs per process on one or two
  * workers the job finishes only if the others keep running. Content, source, tag and
- * count are checked; the ULT count and the run time are printed.
+ * count are checked; the ULT count and the run time are printed. Then one ULT checks the
+ * errors a blocking receive returns (error_body).
  */
 #include "mpi_test.h"
 
@@ -56,6 +57,34 @@ static void *ult_body(void *arg)
     return NULL;
 }
 
+/* Errors of a ULT's blocking receive, on communicators that return them: a truncation,
+ * and (not under ob1, which ignores assertions) a receive that the communicator's
+ * mpi_assert_no_any_tag refuses, whose start fails: the ULT must get MPI_ERR_ARG back
+ * and go on, not stay blocked. */
+static MPI_Comm err_comm, no_tag_comm;
+
+static void *error_body(void *arg)
+{
+    char buf[16] = {0};
+    MPI_Status st;
+    int rc, cls = -1;
+    (void) arg;
+    if (0 == mt_rank) {
+        MT_CALL(MPI_Send(buf, 16, MPI_BYTE, peer, 7, err_comm));
+        return NULL;
+    }
+    rc = MPI_Recv(buf, 8, MPI_BYTE, peer, 7, err_comm, &st);
+    MPI_Error_class(rc, &cls);
+    MT_EXPECT_EQ("truncating receive's error class", MPI_ERR_TRUNCATE, cls);
+    MT_EXPECT_EQ("truncated receive's source", peer, st.MPI_SOURCE);
+    if (!mt_pml_is("ob1")) {
+        rc = MPI_Recv(buf, 8, MPI_BYTE, peer, MPI_ANY_TAG, no_tag_comm, &st);
+        MPI_Error_class(rc, &cls);
+        MT_EXPECT_EQ("refused receive's error class", MPI_ERR_ARG, cls);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("MPIV_TEST_ULTS");
@@ -79,6 +108,21 @@ int main(int argc, char **argv)
     }
     printf("ult: rank %d: %d ULTs x %d rounds in %.2f s\n", mt_rank, nults, ROUNDS,
            MPI_Wtime() - t0);
+    {
+        MPI_Info info;
+        mpiv_ult_h h;
+        MT_CALL(MPI_Info_create(&info));
+        MT_CALL(MPI_Info_set(info, "mpi_assert_no_any_tag", "true"));
+        MT_CALL(MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &no_tag_comm));
+        MT_CALL(MPI_Info_free(&info));
+        MT_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &err_comm));
+        MT_CALL(MPI_Comm_set_errhandler(err_comm, MPI_ERRORS_RETURN));
+        MT_CALL(MPI_Comm_set_errhandler(no_tag_comm, MPI_ERRORS_RETURN));
+        MT_CHECK(MPIV_OK == mpiv_spawn(error_body, NULL, MPIV_WORKER_ANY, &h), "mpiv_spawn");
+        MT_CHECK(MPIV_OK == mpiv_join(h, NULL), "mpiv_join");
+        MT_CALL(MPI_Comm_free(&no_tag_comm));
+        MT_CALL(MPI_Comm_free(&err_comm));
+    }
     free(ults);
     MT_CHECK(MPIV_OK == mpiv_finalize(), "mpiv_finalize failed");
     return mt_finish();
