@@ -182,7 +182,16 @@ int mca_pml_mpiv_map_status(int s)
     }
 }
 
-/* A request from the free list, holding references on comm and dt. */
+/* Whether a request must hold a reference on @p comm. MPI_COMM_WORLD and MPI_COMM_SELF
+ * (intrinsic) live until MPI_Finalize, which may not come before the requests complete:
+ * a reference, two locked instructions on a line every thread of the process shares,
+ * would keep nothing alive. */
+static bool holds_comm(const ompi_communicator_t *comm)
+{
+    return NULL != comm && !OMPI_COMM_IS_INTRINSIC(comm);
+}
+
+/* A request from the free list, holding references on comm (unless intrinsic) and dt. */
 mca_pml_mpiv_request_t *mca_pml_mpiv_req_alloc(mca_pml_mpiv_req_kind_t kind, bool persistent,
                                          void *buf, size_t count, ompi_datatype_t *dt, int peer,
                                          int tag, mca_pml_base_send_mode_t mode,
@@ -193,7 +202,7 @@ mca_pml_mpiv_request_t *mca_pml_mpiv_req_alloc(mca_pml_mpiv_req_kind_t kind, boo
         return NULL;
     }
     mca_pml_mpiv_req_init(req, kind, persistent, buf, count, dt, peer, tag, mode, comm);
-    if (NULL != comm) {
+    if (holds_comm(comm)) {
         OBJ_RETAIN(comm);
     }
     if (NULL != dt) {
@@ -233,10 +242,10 @@ void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t 
 
 void mca_pml_mpiv_req_release(mca_pml_mpiv_request_t *req)
 {
-    if (NULL != req->comm) {
+    if (holds_comm(req->comm)) {
         OBJ_RELEASE(req->comm);
-        req->comm = NULL;
     }
+    req->comm = NULL;
     if (NULL != req->datatype) {
         OMPI_DATATYPE_RELEASE(req->datatype);
         req->datatype = NULL;
