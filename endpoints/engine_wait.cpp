@@ -49,6 +49,9 @@ constexpr unsigned k_ult_waits_kept = 64;
 thread_local ult_wait *tl_ult_waits __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local unsigned tl_ult_waits_kept __attribute__((tls_model("initial-exec"))) = 0;
 
+// Makes sure this thread's waiter_release (below) runs at its exit.
+void register_thread_exit() noexcept;
+
 // Out of line: the thread-local list is read where the call runs, never through an
 // address computed before a context switch.
 [[gnu::noinline]] ult_wait *take_ult_wait() noexcept
@@ -65,6 +68,7 @@ thread_local unsigned tl_ult_waits_kept __attribute__((tls_model("initial-exec")
         std::abort();
     }
     u->ult_sync = &u->s;
+    register_thread_exit(); // it comes back to this thread's list, freed at its exit
     return u;
 }
 
@@ -97,6 +101,11 @@ struct waiter_release {
 };
 thread_local waiter_release tl_waiter_release;
 
+void register_thread_exit() noexcept
+{
+    (void)&tl_waiter_release; // its first use registers the destructor
+}
+
 waiter &my_pthread_waiter()
 {
     if (tl_waiter == nullptr) {
@@ -115,7 +124,7 @@ waiter &my_pthread_waiter()
                 std::abort();
             }
         }
-        (void)&tl_waiter_release; // registers the thread-exit hand-back
+        register_thread_exit(); // the hand-back of the waiter
     }
     return *tl_waiter;
 }
@@ -181,7 +190,6 @@ waiter *engine::wait_begin(std::int32_t count) noexcept
                       static_cast<int>(count));
             std::abort();
         }
-        (void)&tl_waiter_release; // registers the thread-exit release
         return u;
     }
     waiter &w = my_pthread_waiter();
@@ -394,20 +402,23 @@ void engine::pthread_wait(waiter &w) noexcept
     const bool costly = ucx_up_.load(std::memory_order_relaxed);
     const bool prepolled = w.prepolled;
     w.prepolled = false;
-    if (crowd && !costly && prepolled) {
-        (void)pthread_wait_slow(w, 0, true); // its crowd budget went on poll_alone()
-    } else if (crowd && !costly) {
+    if (crowd && !costly) {
         // Over shared memory a waiter in a crowd polls for its own budget (adaptive_spin):
         // its completion often comes from the peer process within a round trip, and then
         // polling on saves a kernel switch per message (msgrate --regime latency, 16 client
         // threads on 2 PUs, against a fixed 64 polls: 0.94M against 0.44M round trips/s in
         // one set of runs, 0.85M against 0.79M in another), while a thread whose completion
         // needs another thread of its process falls back to 64 polls within a few waits.
-        const int ended = pthread_wait_slow(w, static_cast<int>(w.crowd_spin.next()), true);
-        if (ended < 0) {
-            w.crowd_spin.outlasted();
+        // A wait whose poll_alone() already spent the budget goes on without spinning.
+        if (prepolled) {
+            (void)pthread_wait_slow(w, 0, true);
         } else {
-            w.crowd_spin.ended_within(static_cast<std::uint32_t>(ended));
+            const int ended = pthread_wait_slow(w, static_cast<int>(w.crowd_spin.next()), true);
+            if (ended < 0) {
+                w.crowd_spin.outlasted();
+            } else {
+                w.crowd_spin.ended_within(static_cast<std::uint32_t>(ended));
+            }
         }
     } else {
         const std::uint32_t spins = crowd ? 0 : (costly ? k_spin_polls_crowd : k_spin_polls_alone);

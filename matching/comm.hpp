@@ -269,7 +269,7 @@ class basic_comm {
     void lock_peer(detail::peer &p) noexcept;
     void unlock_peer(detail::peer &p) noexcept;
     static void any_tag_unlink(detail::peer &p, recv_node &r, recv_node *prev) noexcept;
-    detail::peer &listed_peer(std::int32_t source) noexcept;
+    detail::peer &existing_peer(std::int32_t source) noexcept; // made before the call
     status peer_of(std::int32_t rank, detail::peer *&peer_p) noexcept;
     [[gnu::noinline]] status new_peer(std::int32_t rank, detail::peer *&peer_p) noexcept;
     static void hold(detail::peer &p, msg_node &m) noexcept;

@@ -353,8 +353,7 @@ status basic_comm<Lock>::cancel(recv_node &r) noexcept
         return status::ok;
     }
     if (r.any_tag_listed_) {
-        detail::peer &p = *peers_[static_cast<std::size_t>(l.source_)].load(
-            std::memory_order_relaxed); // relaxed: the post that listed r made it, before
+        detail::peer &p = existing_peer(l.source_);
         lock_peer(p);
         const bool posted = r.state_ == recv_node::state::posted;
         if (posted) {
@@ -398,10 +397,13 @@ void basic_comm<Lock>::wild_unlink(recv_node &r, recv_node *prev) noexcept
 }
 
 template <class Lock>
-detail::peer &basic_comm<Lock>::listed_peer(std::int32_t source) noexcept
+detail::peer &basic_comm<Lock>::existing_peer(std::int32_t source) noexcept
 {
-    // Relaxed: a message of this source is in the unexpected list, appended under the TLP
-    // lock the caller holds by an arrival that had its peer, or by rebuild_unexpected().
+    // Relaxed: the peer exists and the caller's own synchronization orders its creation
+    // before this call. A message of this source in the unexpected list was appended
+    // under the TLP lock the caller holds, by an arrival that had its peer (or by
+    // rebuild_unexpected()); a listed any-tag receive was listed by a post that made the
+    // peer and happens before the caller's cancel().
     return *peers_[static_cast<std::size_t>(source)].load(std::memory_order_relaxed);
 }
 
@@ -427,7 +429,7 @@ template <class Lock>
 void basic_comm<Lock>::unexp_unlink(msg_node &m) noexcept
 {
     if (m.env_.tag >= 0) {
-        detail::peer &p = listed_peer(m.env_.source);
+        detail::peer &p = existing_peer(m.env_.source);
         // Relaxed, no RMW: written under the TLP lock only (see comm.hpp).
         p.any_tag_unexpected.store(p.any_tag_unexpected.load(std::memory_order_relaxed) - 1,
                                    std::memory_order_relaxed);
