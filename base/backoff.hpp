@@ -30,6 +30,29 @@ void set_thread_yield_hook(yield_hook hook) noexcept;
 /// Yield the calling ULT if it is one, otherwise the calling kernel thread.
 void yield_thread() noexcept;
 
+/// Parking of ULTs that wait in a queue (a lock's FIFO): a waiter that yields keeps its
+/// place in the queue, and its worker then goes round all its other ULTs, most of them
+/// waiting in the same queue, before the one that was handed the lock runs. A parked ULT
+/// is off its worker's run set until the thread that hands it the lock unparks it. The
+/// scheduler installs the operations (process-wide: unpark is called from any thread).
+struct park_ops {
+    /// The calling ULT's wake token, or 0 when the caller is not a ULT (it cannot park).
+    std::uint64_t (*token)() noexcept;
+    /// Suspend the calling ULT until its token is unparked; wake-ups may be spurious.
+    void (*park)() noexcept;
+    /// Wake the ULT of @p token if it still lives (a stale token: a spurious wake-up).
+    void (*unpark)(std::uint64_t token) noexcept;
+};
+
+/// Install @p ops (the scheduler does, before its first ULT runs). Idempotent.
+void set_park_ops(const park_ops *ops) noexcept;
+/// The calling ULT's wake token, 0 if it cannot park (not a ULT, no scheduler).
+std::uint64_t park_token() noexcept;
+/// park_ops::park(); only for a caller whose park_token() was not 0.
+void park() noexcept;
+/// park_ops::unpark(); @p token must come from park_token().
+void unpark(std::uint64_t token) noexcept;
+
 class backoff {
   public:
     /// @param spin_rounds pause rounds before the first yield

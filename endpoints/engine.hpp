@@ -100,6 +100,7 @@
 
 #include "base/backoff.hpp"
 #include "base/cacheline.hpp"
+#include "base/lock/tas.hpp"
 #include "base/stats.hpp"
 #include "base/status.hpp"
 #include "endpoints/shm/mpsc_queue.hpp"
@@ -384,8 +385,10 @@ struct peer_state {
     // out_mu). A send to this peer goes behind them.
     alignas(k_false_sharing) std::atomic<std::uint32_t> out_count{0};
     // A lock that yields a waiting ULT (a drainer may yield inside the pool while holding
-    // it; a std::mutex would then block the worker under its owner).
-    base::ticket_lock out_mu;
+    // it; a std::mutex would then block the worker under its owner), and queues nobody:
+    // with a FIFO lock, ULTs that yielded in line kept the progress loop's try_lock out
+    // and were handed the lock one per pass of their worker (see base/lock/tas.hpp).
+    base::tas_lock out_mu;
     std::deque<outbound> out;
 };
 

@@ -135,7 +135,7 @@ inline bool engine::try_send(send_op &op, bool &waits) noexcept
 void engine::post_outbound(std::uint32_t peer, const outbound &item) noexcept
 {
     peer_state &p = peers_[peer];
-    std::lock_guard<base::ticket_lock> guard(p.out_mu);
+    std::lock_guard<base::tas_lock> guard(p.out_mu);
     try {
         p.out.push_back(item);
     } catch (const std::bad_alloc &) {
@@ -187,7 +187,7 @@ int engine::drain_peer(peer_state &p) noexcept
     std::size_t ndone = 0;
     int events = 0;
     {
-        std::unique_lock<base::ticket_lock> lock(p.out_mu, std::try_to_lock);
+        std::unique_lock<base::tas_lock> lock(p.out_mu, std::try_to_lock);
         if (!lock.owns_lock()) {
             return 0;
         }

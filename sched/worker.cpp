@@ -22,6 +22,20 @@ bool yield_hook() noexcept
     return true;
 }
 
+// Parking for queue-lock waiters (base::park_ops): the token is the ULT's handle, so a
+// stale token wakes nothing or, if its id was reused, spuriously.
+std::uint64_t park_token() noexcept
+{
+    const ult *u = worker::current_ult();
+    return u != nullptr ? u->handle : 0;
+}
+
+void park_current() noexcept { worker::block_current(); }
+
+void unpark_handle(std::uint64_t token) noexcept { worker::wake_handle(token); }
+
+constexpr base::park_ops k_park_ops{park_token, park_current, unpark_handle};
+
 /// Tiny lock for the allocation state: held for a few loads and stores.
 class alloc_guard {
   public:
@@ -119,6 +133,7 @@ void worker::main()
     }
     t_worker_ = this;
     base::set_thread_yield_hook(yield_hook);
+    base::set_park_ops(&k_park_ops);
     adopt_thread(sched_ctx_);
     // sync: release; pairs with the acquire load in start().
     running_.store(true, std::memory_order_release);

@@ -23,8 +23,9 @@
 // Invariants: the owner holds the root queue, and the queue of every level on its path;
 // a level's queue node is used by at most one thread at a time (the cohort head, then the
 // threads the cohort passes the lock to); the status of a node waiting at a non-root level
-// is k_wait, then either a pass count in [2, threshold] (the parent levels come with it)
-// or k_acquire_parent (the parent must be acquired).
+// is k_wait (or k_parked, a parked ULT's), then either a pass count in [2, threshold] (the
+// parent levels come with it; threshold < k_parked) or k_acquire_parent (the parent must
+// be acquired).
 // Ordering: as in mcs_lock at each level (see mcs.hpp); a cohort pass is a release store
 // of the count read with acquire, so every level's node state travels with the lock.
 // holder_ is written by the owner after acquiring and read by it in unlock(): ordered by
@@ -320,8 +321,8 @@ class MPIV_TS_CAPABILITY("mutex") hmcs_lock {
 
     hmcs_lock(std::shared_ptr<const detail::hmcs_hierarchy> hierarchy, std::uint32_t threshold)
         : hierarchy_(std::move(hierarchy)),
-          threshold_(threshold < 1 ? 1 : threshold >= detail::k_hmcs_acquire_parent
-                                             ? detail::k_hmcs_acquire_parent - 1
+          threshold_(threshold < 1 ? 1 : threshold >= detail::mcs_qnode::k_parked
+                                             ? detail::mcs_qnode::k_parked - 1
                                              : threshold)
     {
         const detail::hmcs_hierarchy &h = *hierarchy_;

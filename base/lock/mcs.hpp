@@ -24,6 +24,15 @@
 // Oversubscription: waiting uses base::backoff (spin, then yield), both for the status
 // word and for the releaser waiting for a successor to finish linking, so a descheduled
 // next waiter costs a few context switches, not a time slice of spinning.
+// ULT waiters park instead of yielding once their spin is spent (base::park): a yielded
+// ULT keeps its place in the queue, so with many ULTs of one worker queued each hand-off
+// waited for a pass of that worker over all of them (500,000 ULTs: a pass over 500,000
+// cold stacks per hand-off). A queued ULT stores its wake token in its node before it
+// links itself; once spun out it moves status from k_wait to k_parked (CAS) and
+// suspends. The hand-off to a node with a token exchanges status and unparks the ULT if
+// the old value was k_parked; it reads the token before that exchange (published by the
+// link store, read after the acquire load of next_), since the node may be reused as soon
+// as its owner sees the lock. Pthread waiters (token 0) keep the plain store.
 // Memory: 256 B per lock (tail_ and holder_ on separate 128 B blocks); 256 B per queue
 // node, a node per lock a thread holds or waits for, kept in the thread's cache until the
 // thread exits.
@@ -48,11 +57,16 @@ struct mcs_qnode {
     static constexpr std::uint32_t k_wait = 0xffffffffU;
     /// Hand-off value of the flat MCS lock and of the root level of HMCS.
     static constexpr std::uint32_t k_granted = 1;
+    /// Value of status_ while the node's ULT is parked (never a hand-off value).
+    static constexpr std::uint32_t k_parked = k_wait - 2;
 
     // Written by the predecessor at hand-off; polled by the node's owner.
     alignas(k_false_sharing) std::atomic<std::uint32_t> status_{k_wait};
     // Written once by the successor when it links itself; read by the owner on release.
     alignas(k_false_sharing) std::atomic<mcs_qnode *> next_{nullptr};
+    // Wake token of a queued ULT waiter (base::park_token()), 0 for a pthread. Written
+    // by the owner before its link store, read by the predecessor after loading the link.
+    std::uint64_t sleeper_ = 0;
     // Link in the per-thread free list (owner thread only).
     mcs_qnode *free_next_ = nullptr;
 };
@@ -118,15 +132,34 @@ inline std::uint32_t mcs_enqueue(std::atomic<mcs_qnode *> &tail, mcs_qnode *node
     if (pred == nullptr) {
         return empty_value;
     }
-    // sync: release; pairs with acquire in mcs_release() (read of next_)
+    node->sleeper_ = park_token();
+    // sync: release; pairs with acquire in mcs_release() (read of next_), and publishes
+    // sleeper_ to the predecessor
     pred->next_.store(node, std::memory_order_release);
     backoff wait;
-    std::uint32_t status;
-    // sync: acquire; pairs with release in mcs_pass() (hand-off store)
-    while ((status = node->status_.load(std::memory_order_acquire)) == mcs_qnode::k_wait) {
-        wait.pause();
+    for (;;) {
+        // sync: acquire; pairs with release in mcs_pass() (hand-off store or exchange)
+        std::uint32_t status = node->status_.load(std::memory_order_acquire);
+        if (status != mcs_qnode::k_wait) {
+            return status;
+        }
+        if (node->sleeper_ == 0 || !wait.spun_out()) {
+            wait.pause();
+            continue;
+        }
+        // sync: acquire on both outcomes; pairs with the release exchange in mcs_pass():
+        // a failed CAS returns the hand-off value, a successful one is seen by it.
+        if (!node->status_.compare_exchange_strong(status, mcs_qnode::k_parked,
+                                                   std::memory_order_acquire,
+                                                   std::memory_order_acquire)) {
+            return status;
+        }
+        do {
+            park(); // until mcs_pass() unparks us; wake-ups may be spurious
+            // sync: acquire; pairs with the release exchange in mcs_pass()
+        } while ((status = node->status_.load(std::memory_order_acquire)) == mcs_qnode::k_parked);
+        return status;
     }
-    return status;
 }
 
 /// Take the lock at @p tail with @p node if the queue is empty. @return success.
@@ -143,8 +176,17 @@ inline bool mcs_try_enqueue(std::atomic<mcs_qnode *> &tail, mcs_qnode *node) noe
 /// Hand the lock to @p succ with status @p value.
 inline void mcs_pass(mcs_qnode *succ, std::uint32_t value) noexcept
 {
-    // sync: release; pairs with acquire in mcs_enqueue() (status poll)
-    succ->status_.store(value, std::memory_order_release);
+    // Read before the hand-off: after it the node may be reused (see the design note).
+    const std::uint64_t sleeper = succ->sleeper_;
+    if (sleeper == 0) {
+        // sync: release; pairs with acquire in mcs_enqueue() (status poll)
+        succ->status_.store(value, std::memory_order_release);
+        return;
+    }
+    // sync: release; pairs with the acquire loads and CAS in mcs_enqueue()
+    if (succ->status_.exchange(value, std::memory_order_release) == mcs_qnode::k_parked) {
+        unpark(sleeper);
+    }
 }
 
 /// Release the queue at @p tail owned through @p node: hand the lock to the successor

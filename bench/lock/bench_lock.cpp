@@ -17,7 +17,7 @@
 //                                    seed 004 §3.4.3: the same threads, but every
 //                                    acquisition, main or poller, does the work.
 //                                    items_per_second: work items per second, all threads.
-// <kind>: mutex (reference), ticket, mcs, hmcs, p_mcs_mcs, p_hmcs_mcs. Locks that have no
+// <kind>: mutex (reference), tas, ticket, mcs, hmcs, p_mcs_mcs, p_hmcs_mcs. Locks that have no
 // low-priority class are taken with lock() by the pollers. Times are wall-clock.
 // Compare kinds through ratios to BM_*_mutex of the same run: absolute numbers move with
 // the machine's load.
@@ -36,6 +36,7 @@
 #include "base/lock/hmcs.hpp"
 #include "base/lock/mcs.hpp"
 #include "base/lock/mutex.hpp"
+#include "base/lock/tas.hpp"
 #include "base/lock/ticket.hpp"
 #include "base/lock/tlp.hpp"
 
@@ -225,6 +226,7 @@ void register_kind(const std::string &kind)
 int main(int argc, char **argv)
 {
     register_kind<mutex_lock>("mutex");
+    register_kind<tas_lock>("tas");
     register_kind<ticket_lock>("ticket");
     register_kind<mcs_lock>("mcs");
     register_kind<hmcs_lock>("hmcs");

@@ -3,7 +3,8 @@
 # reused pthread waiter, of freeing destroyed communicators, of the copy slots of
 # two-copy rendezvous, of context-id agreement for endpoints communicators, of the
 # matching table's growth, of the shared-memory doorbell, of the ULT poller's
-# hand-over and of any-tag receives in their sender's list with spin (run by `make check` when configure found spin). For each
+# hand-over, of any-tag receives in their sender's list and of ULTs parked in an MCS
+# queue with spin (run by `make check` when configure found spin). For each
 # configuration: a safety run (assertions, invalid end states) and, for the locks, a
 # liveness run (acceptance cycles of the model's ltl claim). Deliberately broken
 # variants must fail (a no_waiters() that lies; an owned sync without the quiescence
@@ -16,7 +17,8 @@
 # compiler barrier only while the sleeper makes no heavy barrier; a waiting ULT that
 # looks for the poller before it counts itself; unordered arrivals that never take the
 # peer lock, or wildcards allowed again without recounting a sender's unexpected
-# messages), so each property is known to have teeth.
+# messages; a parking waiter or a hand-off that stores instead of a read-modify-write),
+# so each property is known to have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -134,6 +136,11 @@ for defines in "" "-DSTART_NO_WILD" "-DN=3 -DSTART_NO_WILD"; do
 done
 run_pan "$models/any_tag.pml" "-DNO_PEER_LOCK" safety fail
 run_pan "$models/any_tag.pml" "-DNO_RECOUNT -DSTART_NO_WILD" safety fail
+for defines in "" "-DPTHREAD" "-DN=4 -DITERS=1"; do
+    run_pan "$models/mcs_park.pml" "$defines" safety pass
+done
+run_pan "$models/mcs_park.pml" "-DPARK_STORE" safety fail
+run_pan "$models/mcs_park.pml" "-DPASS_STORE" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0

@@ -3,6 +3,7 @@
 noinst_HEADERS += \
 	base/lock/lock.hpp \
 	base/lock/mutex.hpp \
+	base/lock/tas.hpp \
 	base/lock/ticket.hpp \
 	base/lock/mcs.hpp \
 	base/lock/hmcs.hpp \

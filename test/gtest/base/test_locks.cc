@@ -2,6 +2,7 @@
 // priority lock (entry order between the classes) and of HMCS cohort passing.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "base/lock/lock.hpp"
 #include "base/lock/mcs.hpp"
 #include "base/lock/mutex.hpp"
+#include "base/lock/tas.hpp"
 #include "base/lock/ticket.hpp"
 #include "base/lock/tlp.hpp"
 #include "test/gtest/common/stress.hpp"
@@ -147,7 +149,7 @@ struct cs_checker {
 template <class L>
 class lock_conformance : public ::testing::Test {};
 
-using all_locks = ::testing::Types<mutex_lock, ticket_lock, mcs_lock, hmcs_lock, hmcs3_lock,
+using all_locks = ::testing::Types<mutex_lock, tas_lock, ticket_lock, mcs_lock, hmcs_lock, hmcs3_lock,
                                    p_hmcs_mcs_lock, p_mcs_mcs_lock, p_hmcs3_mcs_lock,
                                    p_ticket_ticket_lock>;
 TYPED_TEST_SUITE(lock_conformance, all_locks);
@@ -269,6 +271,57 @@ TYPED_TEST(lock_conformance, thread_holds_two_locks)
     EXPECT_EQ(cs_a.overlaps.load(std::memory_order_relaxed) +
                   cs_b.overlaps.load(std::memory_order_relaxed),
               0U);
+}
+
+// ------------------------------------------------------------------ tas_lock
+
+// A waiter that has yielded (as a ULT does once its spin is spent, to a worker that may
+// not run it again for a long time) keeps nobody out: when the owner releases, try_lock()
+// and lock() of another thread enter at once. Under ticket_lock both would wait for the
+// yielded waiter (its ticket is next), which is what made 500,000 ULTs sending into a
+// full queue stall their process's progress thread (pml_mpiv_progress=server).
+TEST(tas_lock, a_yielded_waiter_keeps_nobody_out)
+{
+    tas_lock lock;
+    std::promise<void> yielded_p;
+    std::future<void> yielded = yielded_p.get_future();
+    std::atomic<bool> resume{false};
+    std::atomic<bool> entered{false};
+    static thread_local std::function<void()> on_yield;
+    lock.lock();
+    std::thread waiter([&] {
+        bool first = true;
+        on_yield = [&] {
+            if (first) {
+                first = false;
+                yielded_p.set_value();
+                wait_for([&] { return resume.load(std::memory_order_acquire); });
+            }
+        };
+        set_thread_yield_hook([]() noexcept {
+            on_yield();
+            return true;
+        });
+        lock.lock(); // spins out, then "yields": stays away until resumed
+        entered.store(true, std::memory_order_relaxed);
+        lock.unlock();
+        set_thread_yield_hook(nullptr);
+    });
+    yielded.wait();
+    lock.unlock();
+    const bool free = lock.try_lock();
+    EXPECT_TRUE(free) << "the yielded waiter held the free lock";
+    if (free) {
+        lock.unlock();
+        std::thread([&] {
+            lock.lock();
+            lock.unlock();
+        }).join();
+    }
+    EXPECT_FALSE(entered.load(std::memory_order_relaxed));
+    resume.store(true, std::memory_order_release);
+    waiter.join();
+    EXPECT_TRUE(entered.load(std::memory_order_relaxed));
 }
 
 // ------------------------------------------------------------------ no_waiters()
