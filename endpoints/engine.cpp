@@ -8,6 +8,7 @@
 #include <new>
 #include <type_traits>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/log.hpp"
@@ -26,8 +27,17 @@ constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;
 constexpr std::uint32_t k_max_idle_us = 1000000; // a second
-
 } // namespace
+
+std::size_t engine::poll_states_bytes() noexcept
+{
+    return sizeof(ult_poll_state) * sched::runtime::k_max_workers;
+}
+
+void engine::unmap_poll_states::operator()(ult_poll_state *p) const noexcept
+{
+    munmap(p, poll_states_bytes());
+}
 
 engine::engine(const mpiv_p2p_params_t &params) noexcept : params_(params) {}
 
@@ -116,10 +126,14 @@ status engine::init(int cma_self_error) noexcept
         if (s != status::ok) {
             return s;
         }
-        poller_on_.reset(new std::atomic<bool>[sched::runtime::k_max_workers]);
-        for (unsigned i = 0; i < sched::runtime::k_max_workers; ++i) {
-            poller_on_[i].store(false, std::memory_order_relaxed);
+        // Zero-filled is the initial state (no waiter, no poller).
+        static_assert(std::is_trivial_v<ult_poll_state>, "used as mapped, zero-filled");
+        void *polls = mmap(nullptr, poll_states_bytes(), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (polls == MAP_FAILED) {
+            return status::nomem;
         }
+        ult_poll_.reset(static_cast<ult_poll_state *>(polls));
         comms_.reset(new std::atomic<comm_state *>[std::size_t{1} << 16]);
         for (std::size_t i = 0; i < (std::size_t{1} << 16); ++i) {
             comms_[i].store(nullptr, std::memory_order_relaxed);

@@ -752,13 +752,27 @@ class engine {
     void reap() noexcept; // never waits
     std::mutex peers_mu_; // serializes connect()
 
-    // Inline progress for waiting ULTs: one poller ULT per worker runs while ULTs wait.
+    // Inline progress for waiting ULTs: one poller ULT per worker runs while ULTs of that
+    // worker wait. A worker's state is read and written only on its thread, by its ULTs
+    // and its poller, which run one at a time and switch only where they block or yield:
+    // never between a waiter's count and its look at poller_on, nor between the poller's
+    // last look at the count and its exit. So plain fields do, a line per worker (no
+    // locked instruction per ULT wait, no line shared by all workers); zero-filled pages,
+    // touched only by the workers that have ULTs waiting (mapped, not allocated: calloc
+    // does not align to a line).
+    struct alignas(k_false_sharing) ult_poll_state {
+        std::int32_t waiters; // ULTs of the worker in wait_end()
+        bool poller_on;       // its poller runs
+    };
     static void *poller_main(void *arg) noexcept;
-    void ensure_poller(std::uint32_t worker) noexcept;
+    void ensure_poller(ult_poll_state &ws, std::uint32_t worker) noexcept;
     struct poller_arg;
-    alignas(k_false_sharing) std::atomic<std::int32_t> ult_waiters_{0};
+    struct unmap_poll_states {
+        void operator()(ult_poll_state *p) const noexcept;
+    };
+    static std::size_t poll_states_bytes() noexcept; // one per possible worker id
+    std::unique_ptr<ult_poll_state[], unmap_poll_states> ult_poll_; // per worker id
     std::atomic<std::int32_t> pollers_live_{0};
-    std::unique_ptr<std::atomic<bool>[]> poller_on_; // per worker id
     std::once_flag runtime_ref_once_;                // the engine's reference on the runtime
     bool runtime_ref_ = false;
 

@@ -253,12 +253,14 @@ void engine::wait_end(waiter *w) noexcept
         if (!s->test() && params_.progress != MPIV_P2P_PROGRESS_SERVER) {
             progress();
             if (!s->test()) {
-                // seq_cst: Dekker with the poller's exit (its clear of poller_on_, then
-                // its load of ult_waiters_).
-                ult_waiters_.fetch_add(1, std::memory_order_seq_cst);
-                ensure_poller(sched::worker::current()->id());
+                // This worker's count, on its own thread: no switch between the count and
+                // the look for the poller, nor in the poller between its last look at the
+                // count and its exit (see ult_poll_state).
+                ult_poll_state &ws = ult_poll_[sched::worker::current()->id()];
+                ++ws.waiters;
+                ensure_poller(ws, sched::worker::current()->id());
                 (void)s->wait();
-                ult_waiters_.fetch_sub(1, std::memory_order_relaxed);
+                --ws.waiters;
             }
         } else {
             (void)s->wait();
@@ -274,17 +276,12 @@ struct engine::poller_arg {
     std::uint32_t worker;
 };
 
-void engine::ensure_poller(std::uint32_t worker) noexcept
+void engine::ensure_poller(ult_poll_state &ws, std::uint32_t worker) noexcept
 {
-    // seq_cst load first (a plain load on x86; the poller is usually on): the caller's
-    // increment of ult_waiters_ and this load against the poller's clear of poller_on_
-    // and its load of ult_waiters_, all seq_cst: a poller that leaves after we saw it on
-    // sees our increment and takes over again (model: contrib/model/ult_poller.pml).
-    if (worker >= sched::runtime::k_max_workers ||
-        poller_on_[worker].load(std::memory_order_seq_cst) ||
-        poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
+    if (ws.poller_on) {
         return;
     }
+    ws.poller_on = true;
     // Pollers are ULTs of the application's runtime: hold a reference on it so that it
     // outlives them (released by the destructor once they are gone).
     std::call_once(runtime_ref_once_, [this] { runtime_ref_ = sched::runtime::init(nullptr) == status::ok; });
@@ -301,9 +298,9 @@ void engine::ensure_poller(std::uint32_t worker) noexcept
     }
 }
 
-// A worker's poller: drives progress while ULTs of the process wait, yielding to them
-// between polls (and to the kernel after a run of empty polls); it ends when no ULT
-// waits any more.
+// A worker's poller: drives progress while ULTs of its worker wait, yielding to them
+// between polls (and to the kernel after a run of empty polls); it ends when none waits
+// any more.
 void *engine::poller_main(void *raw) noexcept
 {
     auto *arg = static_cast<poller_arg *>(raw);
@@ -317,13 +314,10 @@ void *engine::poller_main(void *raw) noexcept
         } else if (++empty % k_poller_polls_per_os_yield == 0) {
             std::this_thread::yield();
         }
-        if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0) {
-            e.poller_on_[worker].store(false, std::memory_order_seq_cst);
-            // A waiter that came in between found poller_on_ still set: take over again.
-            if (e.ult_waiters_.load(std::memory_order_seq_cst) == 0 ||
-                e.poller_on_[worker].exchange(true, std::memory_order_seq_cst)) {
-                break;
-            }
+        ult_poll_state &ws = e.ult_poll_[worker];
+        if (ws.waiters == 0) {
+            ws.poller_on = false; // the next waiter of this worker starts a poller
+            break;
         }
         sched::worker::yield_current();
     }

@@ -1,24 +1,22 @@
 #!/bin/sh
-# Verify the Promela models of the lock library, of sync's owned mode, of the PML's
-# reused pthread waiter, of freeing destroyed communicators, of the copy slots of
-# two-copy rendezvous, of context-id agreement for endpoints communicators, of the
-# matching table's growth, of the shared-memory doorbell, of the ULT poller's
-# hand-over, of any-tag receives in their sender's list and of ULTs parked in an MCS
-# queue with spin (run by `make check` when configure found spin). For each
-# configuration: a safety run (assertions, invalid end states) and, for the locks, a
-# liveness run (acceptance cycles of the model's ltl claim). Deliberately broken
+# Verify the Promela models of the lock library, of sync's owned mode, of the PML's reused
+# pthread waiter, of freeing destroyed communicators, of the copy slots of two-copy
+# rendezvous, of context-id agreement for endpoints communicators, of the matching table's
+# growth, of the shared-memory doorbell, of any-tag receives in their sender's list and of
+# ULTs parked in an MCS queue with spin (run by `make check` when configure found spin).
+# For each configuration: a safety run (assertions, invalid end states) and, for the
+# locks, a liveness run (acceptance cycles of the model's ltl claim). Deliberately broken
 # variants must fail (a no_waiters() that lies; an owned sync without the quiescence
 # handshake, or whose local signals wake a foreign waiter only on completion; a wait for
 # any request that does not settle its late wakes; a communicator freed without waiting
-# for the drains; a copy slot reused before the receiver cleared it, or FRAGs pushed
-# into any queue; context ids agreed without the local gate, without retry, or by every
-# endpoint separately; table accesses that lock a bucket of a replaced array, or a
-# grower that unlocks them instead of marking them moved; senders that ring with a
-# compiler barrier only while the sleeper makes no heavy barrier; a waiting ULT that
-# looks for the poller before it counts itself; unordered arrivals that never take the
-# peer lock, or wildcards allowed again without recounting a sender's unexpected
-# messages; a parking waiter or a hand-off that stores instead of a read-modify-write),
-# so each property is known to have teeth.
+# for the drains; a copy slot reused before the receiver cleared it, or FRAGs pushed into
+# any queue; context ids agreed without the local gate, without retry, or by every
+# endpoint separately; table accesses that lock a bucket of a replaced array, or a grower
+# that unlocks them instead of marking them moved; senders that ring with a compiler
+# barrier only while the sleeper makes no heavy barrier; unordered arrivals that never
+# take the peer lock, or wildcards allowed again without recounting a sender's unexpected
+# messages; a parking waiter or a hand-off that stores instead of a read-modify-write), so
+# each property is known to have teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -127,10 +125,6 @@ for defines in "" "-DFENCE" "-DNS=3 -DM=2"; do
     run_pan "$models/doorbell.pml" "$defines" safety pass
 done
 run_pan "$models/doorbell.pml" "-DNO_HEAVY" safety fail
-for defines in "-DW=2 -DROUNDS=3" "-DW=3 -DROUNDS=2"; do
-    run_pan "$models/ult_poller.pml" "$defines" safety pass
-done
-run_pan "$models/ult_poller.pml" "-DLOOK_FIRST" safety fail
 for defines in "" "-DSTART_NO_WILD" "-DN=3 -DSTART_NO_WILD"; do
     run_pan "$models/any_tag.pml" "$defines" safety pass
 done
