@@ -6,7 +6,10 @@
  * rounds. A blocking call blocks only its ULT: with 1000 ULTs per process on one or two
  * workers the job finishes only if the others keep running. Content, source, tag and
  * count are checked; the ULT count and the run time are printed. Then one ULT checks the
- * errors a blocking receive returns (error_body).
+ * errors a blocking receive returns (error_body). Under ob1, whose blocking calls block
+ * the worker's thread and with it every ULT of that worker (a ULT blocked in MPI_Recv can
+ * then keep the peer's ULT waiting for it from ever running), the default is one ULT per
+ * worker, each on its own worker.
  */
 #include "mpi_test.h"
 
@@ -88,19 +91,29 @@ static void *error_body(void *arg)
 int main(int argc, char **argv)
 {
     const char *env = getenv("MPIV_TEST_ULTS");
-    const int nults = env != NULL ? atoi(env) : 1000;
+    unsigned mine;
+    int workers;
+    int nults;
+    int ob1;
     mpiv_ult_h *ults;
     double t0;
 
     mt_init(&argc, &argv, "ult", MPI_THREAD_MULTIPLE);
     MT_CHECK(mt_size == 2, "needs 2 processes, got %d", mt_size);
-    MT_CHECK(nults > 0, "MPIV_TEST_ULTS must be positive");
     peer = 1 - mt_rank;
     MT_CHECK(MPIV_OK == mpiv_init(NULL), "mpiv_init failed");
+    MT_CHECK(MPIV_OK == mpiv_num_workers(&mine), "mpiv_num_workers failed");
+    workers = (int) mine;
+    /* both processes must run as many ULTs */
+    MT_CALL(MPI_Allreduce(MPI_IN_PLACE, &workers, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    ob1 = mt_pml_is("ob1");
+    nults = env != NULL ? atoi(env) : ob1 ? workers : 1000;
+    MT_CHECK(nults > 0, "MPIV_TEST_ULTS must be positive");
     ults = mt_malloc(sizeof *ults * (size_t) nults);
     t0 = MPI_Wtime();
     for (int i = 0; i < nults; ++i) {
-        int rc = mpiv_spawn(ult_body, (void *) (intptr_t) i, MPIV_WORKER_ANY, &ults[i]);
+        int rc = mpiv_spawn(ult_body, (void *) (intptr_t) i, ob1 ? i % workers : MPIV_WORKER_ANY,
+                            &ults[i]);
         MT_CHECK(MPIV_OK == rc, "mpiv_spawn %d: %s", i, mpiv_status_string(rc));
     }
     for (int i = 0; i < nults; ++i) {
