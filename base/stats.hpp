@@ -97,6 +97,8 @@ namespace mpiv::base::stats {
     X(waits_slept, "waits", "Waits of threads that went to sleep (futex) before completing")    \
     X(ult_switches, "switches", "Context switches between ULTs and their worker's scheduler")  \
     X(ult_wakeups, "wake-ups", "ULTs made runnable again after blocking")                       \
+    X(ult_parks, "waits", "Waits of ULTs in a lock's queue (MCS, HMCS, a communicator's "       \
+                          "two-level priority lock) that parked until the hand-off woke them")  \
     X(pool_steals, "packets", "Packets taken from another worker's private deque")              \
     X(pool_empty, "gets", "Packet requests that found no free packet (the send went by "        \
                           "rendezvous instead)")                                                \

@@ -47,6 +47,7 @@
 #include "base/backoff.hpp"
 #include "base/cacheline.hpp"
 #include "base/lock/lock.hpp"
+#include "base/stats.hpp"
 
 namespace mpiv::base {
 namespace detail {
@@ -154,6 +155,7 @@ inline std::uint32_t mcs_enqueue(std::atomic<mcs_qnode *> &tail, mcs_qnode *node
                                                    std::memory_order_acquire)) {
             return status;
         }
+        stats::add(stats::counter::ult_parks);
         do {
             park(); // until mcs_pass() unparks us; wake-ups may be spurious
             // sync: acquire; pairs with the release exchange in mcs_pass()

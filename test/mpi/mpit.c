@@ -233,7 +233,7 @@ int main(int argc, char **argv)
                          "recv_cancelled", "unexpected", "wildcard_matches",
                          "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
-                         "ult_switches", "ult_wakeups", "pool_steals", "pool_empty",
+                         "ult_switches", "ult_wakeups", "ult_parks", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "table_growths",
                          "unexpected_now",
                          "unexpected_max", "posted_now", "posted_max", "comm_sent",

@@ -12,6 +12,7 @@
 #include "base/lock/hmcs.hpp"
 #include "base/lock/mcs.hpp"
 #include "base/lock/tlp.hpp"
+#include "base/stats.hpp"
 #include "sched/runtime.hpp"
 #include "sched/worker.hpp"
 #include "test/gtest/sched/sched_fixture.hpp"
@@ -73,6 +74,7 @@ TYPED_TEST(lock_park_test, queued_ults_enter_in_a_bounded_number_of_dispatches)
     constexpr int n = 300;
     queue_state<TypeParam> s;
     s.turn.store(n - 1, std::memory_order_relaxed);
+    const std::uint64_t parks0 = mpiv::base::stats::read(mpiv::base::stats::counter::ult_parks);
     s.lock.lock(); // held by this pthread while the ULTs queue
     std::vector<queue_arg<TypeParam>> args(n);
     std::vector<std::uint64_t> handles;
@@ -86,6 +88,10 @@ TYPED_TEST(lock_park_test, queued_ults_enter_in_a_bounded_number_of_dispatches)
     // Let the last ones spend their spin (each yields or parks once it has).
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::uint64_t before = this->rt_->at(0).dispatches();
+    // Every ULT but the first in line spun out while the lock was held: it parked (the
+    // first may spin or park at the filter of a TLP lock, which is not a queue).
+    EXPECT_GE(mpiv::base::stats::read(mpiv::base::stats::counter::ult_parks) - parks0,
+              static_cast<std::uint64_t>(n - 1));
     s.lock.unlock();
     for (std::uint64_t h : handles) {
         ASSERT_EQ(this->rt_->join(h, nullptr), status::ok);
