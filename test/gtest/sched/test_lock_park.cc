@@ -64,8 +64,17 @@ void *queue_and_enter(void *raw)
 template <class L>
 class lock_park_test : public sched_test {};
 
-using queue_locks = ::testing::Types<mpiv::base::mcs_lock, mpiv::base::hmcs_lock,
-                                     mpiv::base::p_mcs_mcs_lock>;
+/// HMCS over a synthetic three-level tree (8 thread slots in leaves of 2, threshold 3), so
+/// that ULTs park at a parent level and are handed "acquire the parent" and cohort counts
+/// on any machine (on 2 PUs the machine's hierarchy is the root alone).
+class hmcs3_lock : public mpiv::base::hmcs_lock {
+  public:
+    hmcs3_lock() : hmcs_lock({2, 2, 2}, 3) {}
+};
+
+using queue_locks =
+    ::testing::Types<mpiv::base::mcs_lock, mpiv::base::hmcs_lock, hmcs3_lock,
+                     mpiv::base::p_mcs_mcs_lock, mpiv::base::tlp_lock<hmcs3_lock, mpiv::base::mcs_lock>>;
 TYPED_TEST_SUITE(lock_park_test, queue_locks);
 
 TYPED_TEST(lock_park_test, queued_ults_enter_in_a_bounded_number_of_dispatches)
@@ -88,8 +97,8 @@ TYPED_TEST(lock_park_test, queued_ults_enter_in_a_bounded_number_of_dispatches)
     // Let the last ones spend their spin (each yields or parks once it has).
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::uint64_t before = this->rt_->at(0).dispatches();
-    // Every ULT but the first in line spun out while the lock was held: it parked (the
-    // first may spin or park at the filter of a TLP lock, which is not a queue).
+    // Every ULT spun out and parked while the lock was held (ULT i parks before ULT i - 1
+    // runs); the last to queue may still be spinning when the sleep above ends.
     EXPECT_GE(mpiv::base::stats::read(mpiv::base::stats::counter::ult_parks) - parks0,
               static_cast<std::uint64_t>(n - 1));
     s.lock.unlock();
@@ -115,8 +124,8 @@ TYPED_TEST(lock_park_test, ults_and_pthreads_mixed_under_contention)
         std::atomic<int> inside{0};
         std::atomic<int> overlaps{0};
     } s;
-    constexpr int ults = 64;
-    constexpr int per = 200;
+    constexpr int ults = 32;
+    constexpr int per = 100;
     const auto body = [](void *raw) -> void * {
         auto *st = static_cast<state *>(raw);
         for (int k = 0; k < per; ++k) {
