@@ -2,7 +2,6 @@
 // priority lock (entry order between the classes) and of HMCS cohort passing.
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -280,6 +279,14 @@ TYPED_TEST(lock_conformance, thread_holds_two_locks)
 // and lock() of another thread enter at once. Under ticket_lock both would wait for the
 // yielded waiter (its ticket is next), which is what made 500,000 ULTs sending into a
 // full queue stall their process's progress thread (pml_mpiv_progress=server).
+// The waiter's first yield: tells the test, then stays away until resumed.
+struct yield_gate {
+    std::promise<void> *yielded;
+    std::atomic<bool> *resume;
+    bool first;
+};
+thread_local yield_gate *t_yield_gate = nullptr;
+
 TEST(tas_lock, a_yielded_waiter_keeps_nobody_out)
 {
     tas_lock lock;
@@ -287,19 +294,17 @@ TEST(tas_lock, a_yielded_waiter_keeps_nobody_out)
     std::future<void> yielded = yielded_p.get_future();
     std::atomic<bool> resume{false};
     std::atomic<bool> entered{false};
-    static thread_local std::function<void()> on_yield;
     lock.lock();
     std::thread waiter([&] {
-        bool first = true;
-        on_yield = [&] {
-            if (first) {
-                first = false;
-                yielded_p.set_value();
-                wait_for([&] { return resume.load(std::memory_order_acquire); });
-            }
-        };
+        yield_gate gate{&yielded_p, &resume, true};
+        t_yield_gate = &gate;
         set_thread_yield_hook([]() noexcept {
-            on_yield();
+            yield_gate &g = *t_yield_gate;
+            if (g.first) {
+                g.first = false;
+                g.yielded->set_value();
+                wait_for([&g] { return g.resume->load(std::memory_order_acquire); });
+            }
             return true;
         });
         lock.lock(); // spins out, then "yields": stays away until resumed
