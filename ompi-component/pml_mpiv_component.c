@@ -106,7 +106,9 @@ static const param_row_t param_table[] = {
      &mca_pml_mpiv.lock,
      "Two-level priority lock guarding the shared matching slow paths (wildcard and "
      "unexpected lists; issuing threads high priority, progress pollers low): mcs "
-     "(P-MCS-MCS), hmcs (P-HMCS-MCS, hierarchical over the hwloc levels), ticket"},
+     "(P-MCS-MCS), hmcs (P-HMCS-MCS, hierarchical over the hwloc levels), ticket (no "
+     "parking: a waiting ULT yields and keeps its place in line, which stalls a worker with "
+     "thousands of queued ULTs; mcs and hmcs park them)"},
     {"eager_limit", MCA_BASE_VAR_TYPE_INT, NULL, 4096, NULL, OPAL_INFO_LVL_4,
      &mca_pml_mpiv.eager_limit,
      "Largest message (bytes) sent eagerly through a shared-memory packet; larger ones use "
