@@ -256,9 +256,10 @@ void engine::wait_end(waiter *w) noexcept
                 // This worker's count, on its own thread: no switch between the count and
                 // the look for the poller, nor in the poller between its last look at the
                 // count and its exit (see ult_poll_state).
-                ult_poll_state &ws = ult_poll_[sched::worker::current()->id()];
+                const std::uint32_t worker = sched::worker::current()->id();
+                ult_poll_state &ws = ult_poll_[worker];
                 ++ws.waiters;
-                ensure_poller(ws, sched::worker::current()->id());
+                ensure_poller(ws, worker);
                 (void)s->wait();
                 --ws.waiters;
             }

@@ -237,7 +237,7 @@ template <class Lock>
 inline void basic_comm<Lock>::lock_peer(detail::peer &p) noexcept
 {
     if (!table_.serial()) {
-        detail::spin_lock(p.lock);
+        base::tas_acquire(p.lock);
     }
 }
 
@@ -245,7 +245,7 @@ template <class Lock>
 inline void basic_comm<Lock>::unlock_peer(detail::peer &p) noexcept
 {
     if (!table_.serial()) {
-        detail::spin_unlock(p.lock);
+        base::tas_release(p.lock);
     }
 }
 

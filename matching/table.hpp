@@ -98,6 +98,7 @@
 
 #include "base/backoff.hpp"
 #include "base/cacheline.hpp"
+#include "base/lock/tas.hpp"
 #include "base/log.hpp"
 #include "base/stats.hpp"
 #include "base/status.hpp"
@@ -106,24 +107,11 @@
 namespace mpiv::match {
 namespace detail {
 
-/// Acquire a one-word spinlock (0 = free, 1 = held): test-and-test-and-set with back-off,
-/// so that waiters yield once threads outnumber PUs. Used for peers (buckets:
-/// lock_bucket()).
-inline void spin_lock(std::atomic<std::uint16_t> &word) noexcept
-{
-    base::backoff wait;
-    // sync: acquire; pairs with release in spin_unlock()
-    while (word.exchange(1, std::memory_order_acquire) != 0) {
-        while (word.load(std::memory_order_relaxed) != 0) {
-            wait.pause();
-        }
-    }
-}
-
 /// Lock word of a bucket whose array a larger one replaced: never free again.
 constexpr std::uint16_t k_moved = 2;
 
-/// Acquire a bucket's spinlock (0 = free, 1 = held, or k_moved) as spin_lock() does.
+/// Acquire a bucket's spinlock (0 = free, 1 = held, or k_moved) as base::tas_acquire()
+/// does (peers' words are taken with that one; both are released with base::tas_release()).
 /// @return true when locked; false when the word is k_moved (the caller goes to the
 ///         current array).
 inline bool lock_bucket(std::atomic<std::uint16_t> &word) noexcept
@@ -131,7 +119,7 @@ inline bool lock_bucket(std::atomic<std::uint16_t> &word) noexcept
     base::backoff wait;
     for (;;) {
         std::uint16_t seen = 0;
-        // sync: acquire; pairs with release in spin_unlock() and with the release store of
+        // sync: acquire; pairs with release in base::tas_release() and with the release store of
         // k_moved in table::grow() (then the new array is visible)
         if (word.compare_exchange_weak(seen, 1, std::memory_order_acquire,
                                        std::memory_order_acquire)) {
@@ -144,13 +132,6 @@ inline bool lock_bucket(std::atomic<std::uint16_t> &word) noexcept
             wait.pause();
         }
     }
-}
-
-/// Release a spinlock taken with spin_lock() or lock_bucket().
-inline void spin_unlock(std::atomic<std::uint16_t> &word) noexcept
-{
-    // sync: release; pairs with acquire in spin_lock() and lock_bucket()
-    word.store(0, std::memory_order_release);
 }
 
 } // namespace detail
@@ -477,7 +458,7 @@ inline bool table::lock_all(array &a) noexcept
     for (std::size_t i = 0; i <= a.mask; ++i) {
         if (!detail::lock_bucket(a.buckets[i].lock)) {
             while (i > 0) {
-                detail::spin_unlock(a.buckets[--i].lock);
+                base::tas_release(a.buckets[--i].lock);
             }
             return false;
         }
@@ -488,7 +469,7 @@ inline bool table::lock_all(array &a) noexcept
 inline void table::unlock_all(array &a) noexcept
 {
     for (std::size_t i = 0; i <= a.mask; ++i) {
-        detail::spin_unlock(a.buckets[i].lock);
+        base::tas_release(a.buckets[i].lock);
     }
 }
 
@@ -544,7 +525,7 @@ table::relock(table &t, std::uint64_t source_tag, std::uint16_t cid) noexcept
 inline table::queue_guard::~queue_guard()
 {
     if (locked_) {
-        detail::spin_unlock(bucket_->lock);
+        base::tas_release(bucket_->lock);
     }
     if (grow_ != nullptr) {
         grow_->owner->grow(*grow_); // holding no bucket lock (see the design block)

@@ -30,8 +30,8 @@
 #include <mutex>
 #include <new>
 
-#include "base/backoff.hpp"
 #include "base/cacheline.hpp"
+#include "base/lock/tas.hpp"
 #include "base/status.hpp"
 
 namespace mpiv::pool {
@@ -44,23 +44,10 @@ template <template <class> class Atom> class spin_lock {
   public:
     /// @brief Take the lock, spinning on a plain load (no line ping-pong) with back-off.
     /// @context thread-safe; may yield the calling ULT or thread while waiting
-    void lock() noexcept
-    {
-        base::backoff wait;
-        // sync: acquire; pairs with the release store in unlock().
-        while (held_.exchange(1, std::memory_order_acquire) != 0) {
-            while (held_.load(std::memory_order_relaxed) != 0) {
-                wait.pause();
-            }
-        }
-    }
+    void lock() noexcept { base::tas_acquire(held_); }
 
     /// @brief Release the lock. @context by the holder only
-    void unlock() noexcept
-    {
-        // sync: release; pairs with the acquire exchange in lock().
-        held_.store(0, std::memory_order_release);
-    }
+    void unlock() noexcept { base::tas_release(held_); }
 
   private:
     Atom<std::uint32_t> held_{0};

@@ -13,7 +13,8 @@
 // Invariants: the owner is the one thread whose exchange or CAS moved the word 0 -> 1;
 // only the owner stores 0.
 // Ordering: unlock() stores 0 with release; lock() and try_lock() take the word with an
-// acquire RMW, so the critical sections are ordered.
+// acquire RMW, so the critical sections are ordered. The same protocol on a caller's own
+// word: tas_acquire(), tas_try_acquire(), tas_release().
 // Memory: one 32-bit word; the user pads it onto a line of its own if threads other
 // than its users write nearby.
 // When not to use it: many pthreads spinning on one lock on a large machine (every
@@ -28,6 +29,39 @@
 
 namespace mpiv::base {
 
+/// Acquire a one-word test-and-test-and-set lock (0 = free, 1 = held): swap in 1; while
+/// that fails, read the word until it looks free, with base::backoff (spin, then yield).
+/// The lock of tas_lock, and of lock words embedded in other structures (matching's peers
+/// and buckets, the packet pool's deques). @p Word: an atomic unsigned integer type.
+template <class Word>
+inline void tas_acquire(Word &word) noexcept
+{
+    backoff wait;
+    // sync: acquire; pairs with the release store in tas_release()
+    while (word.exchange(1, std::memory_order_acquire) != 0) {
+        while (word.load(std::memory_order_relaxed) != 0) {
+            wait.pause();
+        }
+    }
+}
+
+/// Acquire the lock of @p word if it is free. @return true iff the caller now holds it.
+template <class Word>
+[[nodiscard]] inline bool tas_try_acquire(Word &word) noexcept
+{
+    // sync: acquire (the exchange); pairs with the release store in tas_release()
+    return word.load(std::memory_order_relaxed) == 0 &&
+           word.exchange(1, std::memory_order_acquire) == 0;
+}
+
+/// Release the lock of @p word; the caller must hold it.
+template <class Word>
+inline void tas_release(Word &word) noexcept
+{
+    // sync: release; pairs with the acquire exchanges in tas_acquire() and tas_try_acquire()
+    word.store(0, std::memory_order_release);
+}
+
 class MPIV_TS_CAPABILITY("mutex") tas_lock {
   public:
     /// Unfair: whoever finds the lock free takes it.
@@ -41,33 +75,18 @@ class MPIV_TS_CAPABILITY("mutex") tas_lock {
 
     /// Acquire the lock.
     /// @context thread-safe; may yield the calling ULT or thread.
-    void lock() noexcept MPIV_TS_ACQUIRE()
-    {
-        backoff wait;
-        // sync: acquire; pairs with the release store in unlock()
-        while (word_.exchange(1, std::memory_order_acquire) != 0) {
-            while (word_.load(std::memory_order_relaxed) != 0) {
-                wait.pause();
-            }
-        }
-    }
+    void lock() noexcept MPIV_TS_ACQUIRE() { tas_acquire(word_); }
 
     /// Acquire the lock if it is free, whatever waits for it.
     /// @return true iff the caller now owns the lock.
     /// @context thread-safe; never waits.
     [[nodiscard]] bool try_lock() noexcept MPIV_TS_TRY_ACQUIRE(true)
     {
-        // sync: acquire (the exchange); pairs with the release store in unlock()
-        return word_.load(std::memory_order_relaxed) == 0 &&
-               word_.exchange(1, std::memory_order_acquire) == 0;
+        return tas_try_acquire(word_);
     }
 
     /// Release the lock; the caller must own it.
-    void unlock() noexcept MPIV_TS_RELEASE()
-    {
-        // sync: release; pairs with the acquire exchange in lock() and try_lock()
-        word_.store(0, std::memory_order_release);
-    }
+    void unlock() noexcept MPIV_TS_RELEASE() { tas_release(word_); }
 
   private:
     std::atomic<std::uint32_t> word_{0};
