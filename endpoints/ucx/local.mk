@@ -2,7 +2,7 @@
 # (process, worker) pairs; no MPI matching). Built when configure finds UCX (--with-ucx).
 if HAVE_UCX
 libmpiv_core_la_SOURCES += %reldir%/transport.cpp %reldir%/transport_recv.cpp \
-	%reldir%/transport_bulk.cpp
+	%reldir%/transport_bulk.cpp %reldir%/transport_datatypes.cpp
 libmpiv_core_la_CPPFLAGS += $(UCX_CFLAGS)
 libmpiv_core_la_LIBADD += $(UCX_LIBS)
 noinst_HEADERS += %reldir%/transport.hpp %reldir%/transport_detail.hpp

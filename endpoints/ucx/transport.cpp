@@ -254,7 +254,19 @@ status state::post_am(worker &wk, ep_entry &e, std::uint32_t to_worker, unsigned
     prm.flags = flags;
     prm.cb.send = &state::send_done;
     prm.user_data = slot;
-    void *req = ucp_am_send_nbx(e.ep, id, hbuf, total, payload, payload_len, &prm);
+    const void *buffer = payload;
+    std::size_t count = payload_len;
+    if (!always_request && total + payload_len <= k_copy_max) {
+        // Through the copier (see Messages in transport.hpp): one send() system call.
+        slot->buf = const_cast<void *>(payload);
+        slot->length = payload_len;
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        prm.datatype = copier;
+        buffer = slot;
+        count = 1;
+        ++wk.stats.sent_copied;
+    }
+    void *req = ucp_am_send_nbx(e.ep, id, hbuf, total, buffer, count, &prm);
     if (UCS_PTR_IS_ERR(req)) {
         put_slot(wk, slot);
         return ucs_error(call, "ucp_am_send_nbx", UCS_PTR_STATUS(req));
@@ -435,7 +447,7 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
         st.ctx = nullptr;
         return detail::ucs_error("create", "ucp_init", s);
     }
-    if (const status u = detail::make_unpacker(st); u != status::ok) {
+    if (const status u = detail::make_datatypes(st); u != status::ok) {
         return u;
     }
     std::size_t max_am_header = SIZE_MAX;
@@ -568,9 +580,7 @@ transport::~transport()
         }
     }
     if (st.ctx != nullptr) {
-        if (st.unpacker != 0) {
-            ucp_dt_destroy(st.unpacker);
-        }
+        detail::destroy_datatypes(st);
         ucp_cleanup(st.ctx);
         st.ctx = nullptr;
     }

@@ -1,9 +1,9 @@
 // ucx::transport: the UCX (UCP 1.13) network transport core. It moves opaque headers and
 // payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
 // puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
-// sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_rma.cpp
-// (bulk messages); transport_detail.hpp holds what they share and is the only
-// header that includes UCX's.
+// sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_bulk.cpp
+// (bulk messages), transport_datatypes.cpp (UCX generic datatypes); transport_detail.hpp
+// holds what they share and is the only header that includes UCX's.
 //
 // Design:
 // - Context and workers. One ucp_context per transport (features AM | RMA | WAKEUP,
@@ -25,6 +25,11 @@
 //   worker, receiver worker and the pair's sequence number. UCX 1.13 keeps the header
 //   pointer until the send completes (no COPY_HEADER flag before 1.14), so the transport
 //   copies both headers into an operation slot of its own that lives until completion.
+//   A small message (headers and payload at most 2 KiB, detail::k_copy_max) is sent with
+//   the copier, a generic datatype, as its payload: UCX then packs it all into its own
+//   buffer and makes one send() of it. With a contiguous payload UCX 1.13 takes its short
+//   path, which always hands TCP an I/O vector (sendmsg) and costs more per message
+//   (measured in bench/README, "mpiv over UCX").
 // - Order. UCX 1.13 promises no AM order, so the transport does: for each pair (local
 //   worker -> remote worker) messages are numbered in send order, and the receiving worker
 //   delivers them to on_message in that order. An early arrival is copied (header and
@@ -142,6 +147,7 @@ struct counters {
     std::uint64_t held_early = 0; ///< arrivals ahead of their turn (UCX reordered them)
     std::uint64_t dropped = 0;    ///< invalid or unwanted arrivals dropped
     std::uint64_t bulk_rndv = 0;  ///< bulk payloads that came by UCX's rendezvous
+    std::uint64_t sent_copied = 0; ///< send()s through the copier (see Messages above)
 };
 
 class transport {

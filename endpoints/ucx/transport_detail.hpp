@@ -30,6 +30,10 @@ constexpr std::size_t k_addr_head = 8;
 constexpr std::uint32_t k_msg_magic = 0x4d564d01;
 /// Caller headers up to this size live inside the operation slot; larger ones on the heap.
 constexpr std::size_t k_slot_inline = 128;
+/// send()s of at most this many bytes (both headers and the payload) go through the copier
+/// (see Messages in transport.hpp). UCX's TCP transport copies its own short messages up
+/// to 2 KiB too (UCX_TCP_SENDV_THRESH), and sends larger ones from where they are.
+constexpr std::size_t k_copy_max = 2048;
 /// Teardown: eps closed per batch, and how long one batch may take.
 constexpr std::size_t k_close_batch = 16;
 constexpr double k_close_timeout_s = 2.0;
@@ -84,7 +88,7 @@ struct op_slot {
     ep_entry *pair = nullptr;  // whose inflight count the operation holds
     // A bulk receive through the unpacker (a sink, or a buffer shorter than the payload):
     // where bytes go, the payload's size, the next offset a sink takes, and pieces that
-    // came ahead of it.
+    // came ahead of it. A send through the copier: buf and length are its payload.
     void *buf = nullptr;
     std::size_t capacity = 0, length = 0, next = 0;
     sink_fn sink = nullptr;
@@ -164,6 +168,7 @@ struct state {
     std::size_t max_header = 0;
     bool destroying = false;
     ucp_datatype_t unpacker = 0; // generic datatype of bulk receives that are not one buffer
+    ucp_datatype_t copier = 0;   // generic datatype of small sends (transport_datatypes.cpp)
 
     static void send_done(void *request, ucs_status_t s, void *user_data) noexcept;
     static void err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept;
@@ -199,8 +204,12 @@ struct state {
     void close_all_eps() noexcept;
 };
 
-/// Create st.unpacker (transport_bulk.cpp).
-status make_unpacker(state &st) noexcept;
+/// Create st.unpacker and st.copier; destroy those made (transport_datatypes.cpp).
+status make_datatypes(state &st) noexcept;
+void destroy_datatypes(state &st) noexcept;
+/// Bytes [offset, offset + length) of a bulk payload into the receive of slot @p s: its
+/// buffer up to its capacity, or its sink (bytes past the capacity are dropped).
+void feed(op_slot &s, std::size_t offset, const void *src, std::size_t length) noexcept;
 /// UCX status -> mpiv status.
 status from_ucs(ucs_status_t s) noexcept;
 /// Log "ucx: <call>: <what>: <UCX string>" at error level and map the status.

@@ -15,14 +15,20 @@ TEST_F(ucx_transport, round_trip_all_sizes)
     ASSERT_GT(mh, 256u);
     ASSERT_EQ(nodes_[1]->t->max_header(), mh);
     const std::size_t hsizes[] = {0, 1, 15, 16, 17, 127, 128, 129, 1000, mh - 1, mh};
+    // (Around detail::k_copy_max with an empty header: the last message through the copier
+    // and the first past it.)
+    const std::size_t copy_edge = detail::k_copy_max - k_transport_header;
     const std::size_t psizes[] = {0, 1, 7, 4095, 4096, 8191, 8192, 8193, 32768,
+                                  copy_edge, copy_edge + 1,
                                   transport::max_payload() - 1, transport::max_payload()};
     struct sent {
         std::vector<unsigned char> h, p;
     };
     auto &msgs = hold<std::vector<sent>>();
+    std::uint64_t small = 0; // messages of at most k_copy_max bytes, headers included
     for (std::size_t hs : hsizes) {
         for (std::size_t ps : psizes) {
+            small += k_transport_header + hs + ps <= detail::k_copy_max;
             sent s;
             const auto seed = static_cast<std::uint32_t>(msgs.size());
             for (std::size_t i = 0; i < hs; ++i) {
@@ -78,6 +84,10 @@ TEST_F(ucx_transport, round_trip_all_sizes)
                 static_cast<unsigned long long>(st.held_early),
                 static_cast<unsigned long long>(st.dropped));
     EXPECT_EQ(st.dropped, 0u);
+    // Exactly the small messages went through the copier, in both directions.
+    EXPECT_GT(small, 0u);
+    EXPECT_EQ(nodes_[0]->t->stats(0).sent_copied, small);
+    EXPECT_EQ(st.sent_copied, small);
 }
 
 // on_message may send (the poller holds the worker's lock): b answers each ping from
