@@ -104,6 +104,16 @@ extern "C" MPIV_API int mpiv_p2p_have_ucx(void)
 #endif
 }
 
+extern "C" MPIV_API const char *mpiv_p2p_ucx_unavailable(void)
+{
+#if MPIV_HAVE_UCX
+    const char *why = nullptr;
+    return ep::ucx::transport::available(&why) ? nullptr : why;
+#else
+    return "this mpiv was built without UCX";
+#endif
+}
+
 extern "C" MPIV_API mpiv_status_t mpiv_p2p_connect_peer(mpiv_p2p_t *engine, uint32_t peer,
                                                         const void *addr, size_t len,
                                                         int same_node)

@@ -24,20 +24,24 @@
 // - Eager payloads. Shared memory sends them by reference (a packet of the sender's
 //   region, read by the receiver, given back after delivery); a network transport carries
 //   them in the message.
-// - Large messages. The receiver reads the sender's bytes after the match (shared memory:
-//   process_vm_readv, or the two-copy slots where that is denied; UCX: a get with the
-//   sender's key), then sends FIN, which completes the send.
+// - Large messages. Shared memory: the receiver reads the sender's bytes after the match
+//   (process_vm_readv, or the two-copy slots where that is denied), then sends FIN, which
+//   completes the send. UCX: the bytes travel with the envelope as one bulk message, eager
+//   or by UCX's own rendezvous, which the receiver takes once matched; UCX's completion
+//   completes the send (no FIN).
 // - Inbound. The engine drains lane q of this process (one drainer at a time: the lane's
 //   consumer lock) and gets each message as bytes it may read during the call.
 // - Waking. A push wakes the peer's sleeping progress owner (shared memory: a futex
-//   doorbell in its segment; UCX: the worker's event fd).
+//   doorbell in its segment). UCX arrivals ring no doorbell: while the UCX transport runs,
+//   waiters keep polling its workers instead of sleeping.
 //
 // is_transport<T> checks the part of the contract with one shape for every transport
-// (address, connect, limits, the small-message push); each transport asserts it. Today
-// every peer is on shared memory (shm::transport, endpoints/shm/). The UCX transport
-// (endpoints/ucx/) is next: the engine will pick one per peer with a branch on a small
-// enum, not a virtual call, so the shared-memory path stays as short as it is.
-// TODO(#20): per-peer dispatch to the UCX transport.
+// (address, connect, limits, the small-message push); shm::transport (endpoints/shm/)
+// asserts it. The UCX transport (endpoints/ucx/) moves opaque headers and payloads
+// between (process, worker) pairs, and engine_ucx.cpp adapts the engine's messages to it.
+// The engine picks a transport per peer (same node: shared memory; another node, or
+// pml_mpiv_transports ucx: UCX) with a branch on a flag of the peer, not a virtual call,
+// so the shared-memory path stays as short as it is.
 #pragma once
 
 #include <cstddef>

@@ -358,15 +358,17 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     if (multinode && 0 == (wanted & MPIV_P2P_TRANSPORT_UCX)) {
         return decline("the job spans several nodes and pml_mpiv_transports has no ucx");
     }
-    if (0 != (wanted & MPIV_P2P_TRANSPORT_UCX) && !mpiv_p2p_have_ucx()) {
-        if (multinode || 0 == (wanted & MPIV_P2P_TRANSPORT_SHM)) {
-            return decline("the job needs the UCX transport, and this mpiv was built without UCX");
-        }
-        wanted &= ~MPIV_P2P_TRANSPORT_UCX;
-    }
-    /* UCX starts only where it carries traffic: a job on several nodes, or ucx alone. */
+    /* UCX starts only where it carries traffic: a job on several nodes, or ucx alone (and
+     * only then is its library loaded). */
     if (!multinode && 0 != (wanted & MPIV_P2P_TRANSPORT_SHM)) {
         wanted &= ~MPIV_P2P_TRANSPORT_UCX;
+    }
+    if (0 != (wanted & MPIV_P2P_TRANSPORT_UCX)) {
+        const char *why = mpiv_p2p_ucx_unavailable();
+        if (NULL != why) {
+            opal_output(0, "pml mpiv: the job needs the UCX transport, and %s: declining", why);
+            return decline(why);
+        }
     }
     if (mca_pml_mpiv.workers < 0 || mca_pml_mpiv.workers > 256) {
         opal_output(0, "pml mpiv: pml_mpiv_workers = %d is out of range (0..256)", mca_pml_mpiv.workers);

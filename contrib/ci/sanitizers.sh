@@ -11,8 +11,8 @@ kinds=("$@")
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4"
 export ASAN_OPTIONS="halt_on_error=1 detect_stack_use_after_return=0 detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
-# UCX's memory hooks (libucm, loaded with libucp by every program linking the core when
-# UCX is built in) crash ThreadSanitizer's runtime when a thread exits; libucm reads these
+# UCX's memory hooks (libucm, loaded with libucp when a program starts the UCX transport)
+# crash ThreadSanitizer's runtime when a thread exits; libucm reads these
 # when it is loaded, so they must be in the environment before the program starts.
 export UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
 

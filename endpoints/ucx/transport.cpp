@@ -30,7 +30,7 @@ status from_ucs(ucs_status_t s) noexcept
 
 status ucs_error(const char *call, const char *what, ucs_status_t s) noexcept
 {
-    base::log(base::log_level::error, "ucx: %s: %s: %s", call, what, ucs_status_string(s));
+    base::log(base::log_level::error, "ucx: %s: %s: %s", call, what, api().ucs_status_string(s));
     return from_ucs(s);
 }
 
@@ -60,60 +60,6 @@ std::uint32_t load_u32(const unsigned char *p) noexcept
 
 } // namespace
 
-op_slot *state::take_slot(worker &wk) noexcept
-{
-    if (wk.free_slots == nullptr) {
-        try {
-            wk.slots.push_back(std::make_unique<op_slot>());
-        } catch (...) {
-            return nullptr;
-        }
-        op_slot *s = wk.slots.back().get();
-        s->st = this;
-        s->w = wk.index;
-        s->next_free = wk.free_slots;
-        wk.free_slots = s;
-    }
-    op_slot *s = wk.free_slots;
-    wk.free_slots = s->next_free;
-    s->busy = true;
-    s->pair = nullptr;
-    return s;
-}
-
-void state::put_slot(worker &wk, op_slot *slot) noexcept
-{
-    slot->busy = false;
-    slot->done = nullptr;
-    slot->sink = nullptr;
-    slot->next_free = wk.free_slots;
-    wk.free_slots = slot;
-}
-
-void state::send_done(void *request, ucs_status_t s, void *user_data) noexcept
-{
-    auto *slot = static_cast<op_slot *>(user_data);
-    state *st = slot->st;
-    worker &wk = st->workers[slot->w];
-    ucp_request_free(request);
-    --wk.inflight;
-    if (slot->pair != nullptr) {
-        --slot->pair->inflight;
-    }
-    completion *done = slot->done;
-    st->put_slot(wk, slot);
-    status r = status::ok;
-    if (s != UCS_OK) {
-        base::log(s == UCS_ERR_CANCELED ? base::log_level::debug : base::log_level::warn,
-                  "ucx: completion on worker %u: %s", wk.index, ucs_status_string(s));
-        r = from_ucs(s);
-        if (r == status::ok || r == status::inprogress || is_retry(r)) {
-            r = status::system;
-        }
-    }
-    done->fn(done, r);
-}
-
 void state::fail_peer(worker &wk, std::uint32_t peer, const char *reason) noexcept
 {
     peers[peer].failed.store(true, std::memory_order_relaxed);
@@ -139,7 +85,7 @@ void state::err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept
     ep_entry &e = wk.tx[c->peer][c->remote_worker];
     base::log(st->destroying ? base::log_level::debug : base::log_level::warn,
               "ucx: ep from worker %u to peer %u worker %u failed: %s", c->w, c->peer,
-              c->remote_worker, ucs_status_string(s));
+              c->remote_worker, api().ucs_status_string(s));
     if (e.ep == ep && !e.failed) {
         e.failed = true;
         try {
@@ -149,139 +95,7 @@ void state::err_handler(void *arg, ucp_ep_h ep, ucs_status_t s) noexcept
             // keep e.ep: the destructor closes it
         }
     }
-    st->fail_peer(wk, c->peer, ucs_status_string(s));
-}
-
-status state::get_ep(worker &wk, std::uint32_t pi, std::uint32_t rw, ep_entry *&out,
-                     const char *call) noexcept
-{
-    peer &pr = peers[pi];
-    // sync: acquire; pairs with the release store of 2 in transport::connect().
-    if (pr.state.load(std::memory_order_acquire) != 2) {
-        base::log(base::log_level::error, "ucx: %s: peer %u is not connected", call, pi);
-        return status::invalid_arg;
-    }
-    if (rw >= pr.workers) {
-        base::log(base::log_level::error, "ucx: %s: peer %u has %u workers, not worker %u", call,
-                  pi, pr.workers, rw);
-        return status::invalid_arg;
-    }
-    try {
-        if (wk.tx.empty()) {
-            wk.tx.resize(p.num_peers);
-        }
-        if (wk.tx[pi].empty()) {
-            wk.tx[pi].resize(pr.workers);
-        }
-    } catch (...) {
-        base::log(base::log_level::error, "ucx: %s: no memory for the ep table", call);
-        return status::nomem;
-    }
-    ep_entry &e = wk.tx[pi][rw];
-    if (e.failed || pr.failed.load(std::memory_order_relaxed)) {
-        if (!e.fail_logged) {
-            e.fail_logged = true;
-            base::log(base::log_level::error, "ucx: %s: peer %u failed (worker %u -> %u)", call,
-                      pi, wk.index, rw);
-        }
-        return status::system;
-    }
-    if (e.ep == nullptr) {
-        if (!e.ctx) {
-            e.ctx.reset(new (std::nothrow) ep_ctx{this, wk.index, pi, rw});
-            if (!e.ctx) {
-                return status::nomem;
-            }
-        }
-        ucp_ep_params_t ep_params;
-        std::memset(&ep_params, 0, sizeof ep_params);
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.address = reinterpret_cast<const ucp_address_t *>(pr.addrs[rw].data());
-        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb = &state::err_handler;
-        ep_params.err_handler.arg = e.ctx.get();
-        const ucs_status_t s = ucp_ep_create(wk.handle, &ep_params, &e.ep);
-        if (s != UCS_OK) {
-            e.ep = nullptr;
-            return ucs_error(call, "ucp_ep_create", s);
-        }
-    }
-    out = &e;
-    return status::ok;
-}
-
-status state::post_am(worker &wk, ep_entry &e, std::uint32_t to_worker, unsigned id,
-                      const void *header, std::size_t header_len, const void *payload,
-                      std::size_t payload_len, std::uint32_t flags, bool always_request,
-                      bool counted, completion *done, const char *call) noexcept
-{
-    op_slot *slot = take_slot(wk);
-    if (slot == nullptr) {
-        base::log(base::log_level::error, "ucx: %s: no memory for an operation slot", call);
-        return status::nomem;
-    }
-    // The headers live in the slot until completion (UCX 1.13 keeps the pointer).
-    const std::size_t total = k_transport_header + header_len;
-    unsigned char *hbuf = slot->inline_hdr;
-    if (total > sizeof slot->inline_hdr) {
-        if (slot->big_len < total) {
-            slot->big.reset(new (std::nothrow) unsigned char[total]);
-            slot->big_len = slot->big ? total : 0;
-            if (!slot->big) {
-                put_slot(wk, slot);
-                base::log(base::log_level::error, "ucx: %s: no memory for a %zu-byte header",
-                          call, total);
-                return status::nomem;
-            }
-        }
-        hbuf = slot->big.get();
-    }
-    const msg_header h{k_msg_magic, p.self, static_cast<std::uint16_t>(wk.index),
-                       static_cast<std::uint16_t>(to_worker), e.next_seq};
-    std::memcpy(hbuf, &h, sizeof h);
-    if (header_len > 0) {
-        std::memcpy(hbuf + sizeof h, header, header_len);
-    }
-    slot->done = done;
-    ucp_request_param_t prm;
-    prm.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    if (always_request) {
-        prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    }
-    prm.flags = flags;
-    prm.cb.send = &state::send_done;
-    prm.user_data = slot;
-    const void *buffer = payload;
-    std::size_t count = payload_len;
-    if (!always_request && total + payload_len <= k_copy_max) {
-        // Through the copier (see Messages in transport.hpp): one send() system call.
-        slot->buf = const_cast<void *>(payload);
-        slot->length = payload_len;
-        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-        prm.datatype = copier;
-        buffer = slot;
-        count = 1;
-        ++wk.stats.sent_copied;
-    }
-    void *req = ucp_am_send_nbx(e.ep, id, hbuf, total, buffer, count, &prm);
-    if (UCS_PTR_IS_ERR(req)) {
-        put_slot(wk, slot);
-        return ucs_error(call, "ucp_am_send_nbx", UCS_PTR_STATUS(req));
-    }
-    ++e.next_seq;
-    if (req == nullptr) {
-        put_slot(wk, slot);
-        return status::ok;
-    }
-    ++wk.inflight;
-    if (counted) {
-        ++e.inflight;
-        slot->pair = &e;
-    }
-    return status::inprogress;
+    st->fail_peer(wk, c->peer, api().ucs_status_string(s));
 }
 
 void state::close_all_eps() noexcept
@@ -326,7 +140,7 @@ void state::close_all_eps() noexcept
             reqs.insert(reqs.end(), workers[i].closing.begin(), workers[i].closing.end());
         } catch (...) {
             for (void *r : workers[i].closing) {
-                ucp_request_free(r);
+                api().ucp_request_free(r);
             }
         }
         workers[i].closing.clear();
@@ -334,15 +148,15 @@ void state::close_all_eps() noexcept
     auto progress_all = [this] {
         for (std::uint32_t i = 0; i < p.workers; ++i) {
             if (workers[i].handle != nullptr) {
-                ucp_worker_progress(workers[i].handle);
+                api().ucp_worker_progress(workers[i].handle);
             }
         }
     };
     auto done = [](void *r) {
-        if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+        if (api().ucp_request_check_status(r) == UCS_INPROGRESS) {
             return false;
         }
-        ucp_request_free(r);
+        api().ucp_request_free(r);
         return true;
     };
     std::size_t next = 0;
@@ -356,15 +170,15 @@ void state::close_all_eps() noexcept
                 prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
                 prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
             }
-            void *r = ucp_ep_close_nbx(eps[next].ep, &prm);
+            void *r = api().ucp_ep_close_nbx(eps[next].ep, &prm);
             if (UCS_PTR_IS_ERR(r)) {
                 base::log(base::log_level::debug, "ucx: teardown: ucp_ep_close_nbx: %s",
-                          ucs_status_string(UCS_PTR_STATUS(r)));
+                          api().ucs_status_string(UCS_PTR_STATUS(r)));
             } else if (r != nullptr) {
                 try {
                     reqs.push_back(r);
                 } catch (...) {
-                    ucp_request_free(r);
+                    api().ucp_request_free(r);
                 }
             }
         }
@@ -381,7 +195,7 @@ void state::close_all_eps() noexcept
                           "progressing?); ucp_worker_destroy releases them",
                           reqs.size(), k_close_timeout_s);
                 for (void *r : reqs) {
-                    ucp_request_free(r);
+                    api().ucp_request_free(r);
                 }
                 reqs.clear();
                 break;
@@ -393,8 +207,15 @@ void state::close_all_eps() noexcept
 
 } // namespace detail
 
+using detail::api;
+
 using detail::state;
 using detail::worker;
+
+bool transport::available(const char **why) noexcept
+{
+    return detail::load_api(why) != nullptr;
+}
 
 status transport::create(const params &p, std::unique_ptr<transport> &out) noexcept
 {
@@ -413,6 +234,11 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     if (p.on_message == nullptr) {
         return detail::bad_param("on_message", 0, "required");
     }
+    const char *why = nullptr;
+    if (!available(&why)) {
+        base::log(base::log_level::error, "ucx: create: %s", why);
+        return status::system;
+    }
     std::unique_ptr<transport> t(new (std::nothrow) transport);
     if (!t) {
         return status::nomem;
@@ -430,7 +256,7 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     }
     state &st = *t->st_;
     ucp_config_t *cfg = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+    ucs_status_t s = api().ucp_config_read(nullptr, nullptr, &cfg);
     if (s != UCS_OK) {
         return detail::ucs_error("create", "ucp_config_read", s);
     }
@@ -441,8 +267,8 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     up.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     up.mt_workers_shared = 1; // W workers of this context run on different threads
     up.estimated_num_eps = static_cast<std::size_t>(p.num_peers) * p.workers;
-    s = ucp_init(&up, cfg, &st.ctx);
-    ucp_config_release(cfg);
+    s = api().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &up, cfg, &st.ctx);
+    api().ucp_config_release(cfg);
     if (s != UCS_OK) {
         st.ctx = nullptr;
         return detail::ucs_error("create", "ucp_init", s);
@@ -469,7 +295,7 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
         std::memset(&wp, 0, sizeof wp);
         wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
         wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-        s = ucp_worker_create(st.ctx, &wp, &wk.handle);
+        s = api().ucp_worker_create(st.ctx, &wp, &wk.handle);
         if (s != UCS_OK) {
             wk.handle = nullptr;
             return detail::ucs_error("create", "ucp_worker_create", s);
@@ -477,7 +303,7 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
         ucp_worker_attr_t attr;
         std::memset(&attr, 0, sizeof attr);
         attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-        s = ucp_worker_query(wk.handle, &attr);
+        s = api().ucp_worker_query(wk.handle, &attr);
         if (s != UCS_OK) {
             return detail::ucs_error("create", "ucp_worker_query", s);
         }
@@ -499,23 +325,23 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
                                      {detail::k_am_bulk_id, &state::am_recv_bulk}}) {
             hp.id = id;
             hp.cb = cb;
-            s = ucp_worker_set_am_recv_handler(wk.handle, &hp);
+            s = api().ucp_worker_set_am_recv_handler(wk.handle, &hp);
             if (s != UCS_OK) {
                 return detail::ucs_error("create", "ucp_worker_set_am_recv_handler", s);
             }
         }
-        s = ucp_worker_get_efd(wk.handle, &wk.efd);
+        s = api().ucp_worker_get_efd(wk.handle, &wk.efd);
         if (s != UCS_OK) {
             return detail::ucs_error("create", "ucp_worker_get_efd", s);
         }
         ucp_address_t *addr = nullptr;
         std::size_t addr_len = 0;
-        s = ucp_worker_get_address(wk.handle, &addr, &addr_len);
+        s = api().ucp_worker_get_address(wk.handle, &addr, &addr_len);
         if (s != UCS_OK) {
             return detail::ucs_error("create", "ucp_worker_get_address", s);
         }
         if (addr_len == 0 || addr_len > k_max_worker_address) {
-            ucp_worker_release_address(wk.handle, addr);
+            api().ucp_worker_release_address(wk.handle, addr);
             base::log(base::log_level::error, "ucx: create: worker address of %zu bytes", addr_len);
             return status::system;
         }
@@ -526,10 +352,10 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
             std::memcpy(st.blob.data() + at, &l, 4);
             std::memcpy(st.blob.data() + at + 4, addr, addr_len);
         } catch (...) {
-            ucp_worker_release_address(wk.handle, addr);
+            api().ucp_worker_release_address(wk.handle, addr);
             return status::nomem;
         }
-        ucp_worker_release_address(wk.handle, addr);
+        api().ucp_worker_release_address(wk.handle, addr);
     }
     if (max_am_header <= k_transport_header) {
         base::log(base::log_level::error, "ucx: create: UCX's max AM header is %zu bytes, not "
@@ -556,7 +382,7 @@ transport::~transport()
     for (std::uint32_t i = 0; i < st.p.workers; ++i) {
         worker &wk = st.workers[i];
         if (wk.handle != nullptr) {
-            ucp_worker_destroy(wk.handle);
+            api().ucp_worker_destroy(wk.handle);
             wk.handle = nullptr;
         }
         // Operations UCX never completed (their requests went with the worker).
@@ -581,7 +407,7 @@ transport::~transport()
     }
     if (st.ctx != nullptr) {
         detail::destroy_datatypes(st);
-        ucp_cleanup(st.ctx);
+        api().ucp_cleanup(st.ctx);
         st.ctx = nullptr;
     }
 }
@@ -685,44 +511,6 @@ void transport::unlock(std::uint32_t w) noexcept
     st_->workers[w].locked.store(false, std::memory_order_release);
 }
 
-status transport::send(std::uint32_t w, std::uint32_t pi, std::uint32_t to_worker,
-                       const void *header, std::size_t header_len, const void *payload,
-                       std::size_t payload_len, completion *done) noexcept
-{
-    state &st = *st_;
-    if (w >= workers_ || pi >= st.p.num_peers || header_len > max_header_ ||
-        payload_len > k_max_payload || (header_len > 0 && header == nullptr) ||
-        (payload_len > 0 && payload == nullptr) || done == nullptr) {
-        base::log(base::log_level::error,
-                  "ucx: send: bad arguments (worker %u of %u, peer %u of %u, header %zu of %zu, "
-                  "payload %zu of %zu, header %s, payload %s, done %s)",
-                  w, workers_, pi, st.p.num_peers, header_len, max_header_, payload_len,
-                  k_max_payload, header ? "set" : "null", payload ? "set" : "null",
-                  done ? "set" : "null");
-        return status::invalid_arg;
-    }
-    worker &wk = st.workers[w];
-    detail::ep_entry *e = nullptr;
-    status r = st.get_ep(wk, pi, to_worker, e, "send");
-    if (r != status::ok) {
-        return r;
-    }
-    if (e->inflight >= st.p.max_inflight) {
-        return status::retry_nomem;
-    }
-    return st.post_am(wk, *e, to_worker, detail::k_am_id, header, header_len, payload,
-                      payload_len, UCP_AM_SEND_FLAG_EAGER, false, true, done, "send");
-}
-
-bool transport::has_room(std::uint32_t w, std::uint32_t peer, std::uint32_t to_worker) const noexcept
-{
-    const worker &wk = st_->workers[w];
-    if (peer >= wk.tx.size() || to_worker >= wk.tx[peer].size()) {
-        return true; // no operation on that pair yet
-    }
-    return wk.tx[peer][to_worker].inflight < st_->p.max_inflight;
-}
-
 std::uint32_t transport::peer_workers(std::uint32_t peer) const noexcept
 {
     return st_->peers[peer].workers;
@@ -733,7 +521,7 @@ int transport::poll(std::uint32_t w) noexcept
     state &st = *st_;
     worker &wk = st.workers[w];
     const std::uint64_t before = wk.stats.delivered;
-    int n = static_cast<int>(ucp_worker_progress(wk.handle));
+    int n = static_cast<int>(api().ucp_worker_progress(wk.handle));
     n += static_cast<int>(wk.stats.delivered - before);
     if (!wk.to_close.empty()) {
         for (ucp_ep_h ep : wk.to_close) {
@@ -741,12 +529,12 @@ int transport::poll(std::uint32_t w) noexcept
             std::memset(&prm, 0, sizeof prm);
             prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
             prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-            void *r = ucp_ep_close_nbx(ep, &prm);
+            void *r = api().ucp_ep_close_nbx(ep, &prm);
             if (UCS_PTR_IS_PTR(r)) {
                 try {
                     wk.closing.push_back(r);
                 } catch (...) {
-                    ucp_request_free(r);
+                    api().ucp_request_free(r);
                 }
             }
         }
@@ -754,10 +542,10 @@ int transport::poll(std::uint32_t w) noexcept
     }
     if (!wk.closing.empty()) {
         auto done = [](void *r) {
-            if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+            if (api().ucp_request_check_status(r) == UCS_INPROGRESS) {
                 return false;
             }
-            ucp_request_free(r);
+            api().ucp_request_free(r);
             return true;
         };
         wk.closing.erase(std::remove_if(wk.closing.begin(), wk.closing.end(), done),
@@ -780,7 +568,7 @@ int transport::event_fd(std::uint32_t w) const noexcept { return st_->workers[w]
 
 status transport::arm(std::uint32_t w) noexcept
 {
-    const ucs_status_t s = ucp_worker_arm(st_->workers[w].handle);
+    const ucs_status_t s = api().ucp_worker_arm(st_->workers[w].handle);
     if (s == UCS_OK) {
         return status::ok;
     }
@@ -792,7 +580,7 @@ status transport::arm(std::uint32_t w) noexcept
 
 void transport::signal(std::uint32_t w) noexcept
 {
-    const ucs_status_t s = ucp_worker_signal(st_->workers[w].handle);
+    const ucs_status_t s = api().ucp_worker_signal(st_->workers[w].handle);
     if (s != UCS_OK) {
         (void)detail::ucs_error("signal", "ucp_worker_signal", s);
     }

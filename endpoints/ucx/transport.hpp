@@ -1,9 +1,10 @@
 // ucx::transport: the UCX (UCP 1.13) network transport core. It moves opaque headers and
 // payloads between (process, worker) pairs and knows nothing of MPI matching; the engine
-// puts its envelope in the header. Sources: transport.cpp (creation, addresses, eps,
-// sends, progress, teardown), transport_recv.cpp (arrivals, order), transport_bulk.cpp
-// (bulk messages), transport_datatypes.cpp (UCX generic datatypes); transport_detail.hpp
-// holds what they share and is the only header that includes UCX's.
+// puts its envelope in the header. Sources: transport.cpp (creation, addresses, progress,
+// teardown), transport_send.cpp (slots, eps, sends), transport_recv.cpp (arrivals, order),
+// transport_bulk.cpp (bulk messages), transport_datatypes.cpp (UCX generic datatypes),
+// ucx_api.cpp (UCX's functions, loaded at run time); transport_detail.hpp holds what they
+// share, and it and ucx_api.hpp are the only headers that include UCX's.
 //
 // Design:
 // - Context and workers. One ucp_context per transport (features AM | RMA | WAKEUP,
@@ -152,8 +153,12 @@ struct counters {
 
 class transport {
   public:
+    /// Whether UCX's library loads here (opened on the first call, see ucx_api.hpp); if not,
+    /// *why (when why is not null) is a one-line reason. Thread-safe.
+    static bool available(const char **why) noexcept;
     /// Check @p p (an error line names the bad field), create the context and the workers.
-    /// @return ok, invalid_arg (bad params), or the mapped UCX error (logged).
+    /// @return ok, invalid_arg (bad params), system (UCX's library does not load: logged
+    /// with the reason), or the mapped UCX error (logged).
     static status create(const params &p, std::unique_ptr<transport> &out) noexcept;
     ~transport();
     transport(const transport &) = delete;

@@ -43,7 +43,7 @@ void state::release_bulk(worker &wk, bulk *b) noexcept
         return; // the handler returns UCS_OK: UCX releases the data (answers a rendezvous)
     }
     if (b->desc != nullptr) {
-        ucp_am_data_release(wk.handle, b->desc); // (a rendezvous sender completes)
+        api().ucp_am_data_release(wk.handle, b->desc); // (a rendezvous sender completes)
     }
     free_bulk(wk, b);
 }
@@ -53,7 +53,7 @@ void state::recv_done(void *request, ucs_status_t s, std::size_t, void *user_dat
     auto *slot = static_cast<op_slot *>(user_data);
     state *st = slot->st;
     worker &wk = st->workers[slot->w];
-    ucp_request_free(request);
+    api().ucp_request_free(request);
     --wk.inflight;
     slot->early.clear();
     completion *done = slot->done;
@@ -61,7 +61,7 @@ void state::recv_done(void *request, ucs_status_t s, std::size_t, void *user_dat
     status r = status::ok;
     if (s != UCS_OK) {
         base::log(base::log_level::error, "ucx: worker %u: bulk receive failed: %s", wk.index,
-                  ucs_status_string(s));
+                  api().ucs_status_string(s));
         r = from_ucs(s);
         if (r == status::ok || r == status::inprogress || is_retry(r)) {
             r = status::system;
@@ -71,6 +71,8 @@ void state::recv_done(void *request, ucs_status_t s, std::size_t, void *user_dat
 }
 
 } // namespace detail
+
+using detail::api;
 
 using detail::state;
 using detail::worker;
@@ -177,7 +179,7 @@ status transport::receive(std::uint32_t w, bulk *b, void *buf, std::size_t capac
     void *const desc = b->desc;
     b->desc = nullptr; // UCX owns it after the call, whatever the result
     st.release_bulk(wk, b);
-    void *req = ucp_am_recv_data_nbx(wk.handle, desc, target, count, &prm);
+    void *req = api().ucp_am_recv_data_nbx(wk.handle, desc, target, count, &prm);
     if (req == nullptr) {
         st.put_slot(wk, slot);
         return status::ok;

@@ -114,12 +114,12 @@ ucp_generic_dt_ops_t copier_ops = {pack_start,   unpack_never, slot_length,
 
 status make_datatypes(state &st) noexcept
 {
-    ucs_status_t s = ucp_dt_create_generic(&unpacker_ops, nullptr, &st.unpacker);
+    ucs_status_t s = api().ucp_dt_create_generic(&unpacker_ops, nullptr, &st.unpacker);
     if (s != UCS_OK) {
         st.unpacker = 0;
         return ucs_error("create", "ucp_dt_create_generic", s);
     }
-    s = ucp_dt_create_generic(&copier_ops, nullptr, &st.copier);
+    s = api().ucp_dt_create_generic(&copier_ops, nullptr, &st.copier);
     if (s != UCS_OK) {
         st.copier = 0;
         return ucs_error("create", "ucp_dt_create_generic", s);
@@ -131,7 +131,7 @@ void destroy_datatypes(state &st) noexcept
 {
     for (ucp_datatype_t *dt : {&st.unpacker, &st.copier}) {
         if (*dt != 0) {
-            ucp_dt_destroy(*dt);
+            api().ucp_dt_destroy(*dt);
             *dt = 0;
         }
     }

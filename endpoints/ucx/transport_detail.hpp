@@ -1,6 +1,6 @@
-// What transport.cpp, transport_recv.cpp and transport_bulk.cpp share: the UCX handles,
-// the per-worker state (eps, sequence numbers, held arrivals, operation slots, bulk
-// handles) and the wire formats.
+// What the transport's sources share: the UCX handles, the per-worker state (eps, sequence
+// numbers, held arrivals, operation slots, bulk handles) and the wire formats. UCX's
+// functions are called through api() (ucx_api.hpp: loaded at run time).
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "base/cacheline.hpp"
 #include "base/status.hpp"
 #include "endpoints/ucx/transport.hpp"
+#include "endpoints/ucx/ucx_api.hpp"
 
 namespace mpiv::ep::ucx::detail {
 

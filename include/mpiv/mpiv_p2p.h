@@ -148,6 +148,12 @@ typedef struct mpiv_p2p_params {
 /** Whether this build has the UCX transport (1) or not (0). */
 MPIV_API int mpiv_p2p_have_ucx(void);
 
+/** NULL when the UCX transport can start here: this build has it, and UCX's library
+ *  (libucp, opened at run time on the first call) loads and has every function the
+ *  transport uses. Otherwise a one-line reason, valid for the life of the process.
+ *  @context any thread */
+MPIV_API const char *mpiv_p2p_ucx_unavailable(void);
+
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
  *  1000 us of idle polling before a sleep, not serialized, fault NULL, no yielding

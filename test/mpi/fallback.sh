@@ -9,22 +9,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 log=${TMPDIR:-/tmp}/mpiv-fallback.$$
+name=fallback
 trap 'rm -f "$log"' EXIT
-
-# run_self PML ARGS [TIMEOUT]: the `self` program on 2 processes, output in $log.
-run_self() {
-    MPIV_TEST_PML=$1 MPIV_TEST_MPIRUN_ARGS=$2 MPIV_TEST_TIMEOUT=${3:-${MPIV_TEST_TIMEOUT:-}} \
-        "$here/run.sh" self 2 >"$log" 2>&1
-}
-fail() {
-    cat "$log"
-    echo "FAIL fallback: $1" >&2
-    exit 1
-}
-# expect PATTERN WHAT: the output says PATTERN, or the test fails naming WHAT.
-expect() {
-    grep -q "$1" "$log" || fail "$2"
-}
+. "$here/self_run.sh"
 
 run_self mpiv,ob1 "--mca pml_mpiv_decline 1 --mca pml_mpiv_verbose 1 --mca pml_base_verbose 10" ||
     fail "--mca pml mpiv,ob1 with mpiv declining did not run (exit $?)"

@@ -4,7 +4,8 @@
 #   run.sh picks the PML, adds the component path for mpiv, and fails on a timeout.
 #   MPIV_TEST_PML=ob1 make check validates the tests themselves.
 EXTRA_DIST += %reldir%/run.sh %reldir%/fallback.sh %reldir%/variants.sh %reldir%/ompi_info.sh \
-	%reldir%/rogue.sh %reldir%/single_copy.sh %reldir%/stats.sh %reldir%/ucx.sh
+	%reldir%/rogue.sh %reldir%/single_copy.sh %reldir%/stats.sh %reldir%/ucx.sh \
+	%reldir%/ucx_missing.sh %reldir%/self_run.sh
 noinst_HEADERS += %reldir%/mpi_test.h
 
 if HAVE_OMPI
@@ -297,7 +298,8 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/abort_kill-np2.sh
 
 %canon_reldir%_script_tests = %reldir%/fallback-np2.sh %reldir%/variants-np2.sh %reldir%/ompi_info-np1.sh \
-	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh %reldir%/stats-np2.sh %reldir%/ucx-np2.sh
+	%reldir%/rogue-np2.sh %reldir%/single_copy-np2.sh %reldir%/stats-np2.sh %reldir%/ucx-np2.sh \
+	%reldir%/ucx_missing-np2.sh
 TESTS += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 CLEANFILES += $(%canon_reldir%_tests) $(%canon_reldir%_abort_tests) $(%canon_reldir%_script_tests)
 

@@ -1,4 +1,5 @@
 // The exported C ABI of libmpiv.so: life cycle, every documented error path, logging.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -161,6 +162,28 @@ TEST(api, status_strings)
     EXPECT_STREQ(mpiv_status_string(static_cast<mpiv_status_t>(-12345)), "unknown mpiv status code");
     EXPECT_TRUE(MPIV_STATUS_IS_RETRY(MPIV_ERR_RETRY_NOPACKET));
     EXPECT_FALSE(MPIV_STATUS_IS_RETRY(MPIV_ERR_NOMEM));
+}
+
+// mpiv_p2p_ucx_unavailable: NULL exactly when this build has UCX and UCX's library loads
+// here (checked with dlopen, as libmpiv opens it), a reason otherwise; the same answer on
+// every call.
+TEST(api, ucx_unavailable_says_why)
+{
+    const char *why = mpiv_p2p_ucx_unavailable();
+    EXPECT_EQ(mpiv_p2p_ucx_unavailable(), why);
+    if (mpiv_p2p_have_ucx() == 0) {
+        ASSERT_NE(why, nullptr);
+        EXPECT_NE(std::strstr(why, "built without UCX"), nullptr) << why;
+        return;
+    }
+    void *ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (ucp != nullptr) {
+        EXPECT_EQ(why, nullptr) << why;
+        dlclose(ucp);
+    } else {
+        ASSERT_NE(why, nullptr);
+        EXPECT_NE(std::strstr(why, "libucp"), nullptr) << why;
+    }
 }
 
 // mpiv_cid_agree with one participant (collectives are the identity): the lowest free id

@@ -71,14 +71,14 @@ TESTS += %reldir%/test_ucx_transport %reldir%/test_ucx_transport_input \
 	%reldir%/test_ucx_transport_bulk %reldir%/test_engine_ucx
 %canon_reldir%_test_engine_ucx_SOURCES = %reldir%/test_engine_ucx.cc
 %canon_reldir%_test_engine_ucx_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
-%canon_reldir%_test_engine_ucx_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_engine_ucx_LDADD = $(GTEST_CORE_LIBS)
 %canon_reldir%_test_ucx_transport_SOURCES = %reldir%/test_ucx_transport.cc
 %canon_reldir%_test_ucx_transport_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
-%canon_reldir%_test_ucx_transport_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_ucx_transport_LDADD = $(GTEST_CORE_LIBS)
 %canon_reldir%_test_ucx_transport_input_SOURCES = %reldir%/test_ucx_transport_input.cc
 %canon_reldir%_test_ucx_transport_input_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
-%canon_reldir%_test_ucx_transport_input_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_ucx_transport_input_LDADD = $(GTEST_CORE_LIBS)
 %canon_reldir%_test_ucx_transport_bulk_SOURCES = %reldir%/test_ucx_transport_bulk.cc
 %canon_reldir%_test_ucx_transport_bulk_CPPFLAGS = $(GTEST_CPPFLAGS) $(UCX_CFLAGS)
-%canon_reldir%_test_ucx_transport_bulk_LDADD = $(GTEST_CORE_LIBS) $(UCX_LIBS)
+%canon_reldir%_test_ucx_transport_bulk_LDADD = $(GTEST_CORE_LIBS)
 endif

@@ -1,0 +1,56 @@
+#!/bin/sh
+# ucx_missing: UCX's library missing at run time. In a private mount namespace an empty
+# file is mounted over libucp.so.0, so that opening it fails as on a node without UCX:
+#   - a job that needs the UCX transport (pml_mpiv_transports ucx stands in for a job on
+#     several nodes) with --mca pml mpiv,ob1 runs on ob1, and mpiv says in one line why
+#     it declined, naming the library;
+#   - with --mca pml mpiv alone the job fails at once with Open MPI's "cannot be selected";
+#   - a one-node job with the default transports runs on mpiv over shared memory (UCX is
+#     not loaded where it carries no traffic).
+# Runs the `self` test program through run.sh; environment as for run.sh. Exit 77 (skip)
+# without root, unshare or mount, when this mpiv was built without UCX, or when the loader
+# does not know libucp.so.0.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+lib=$(ldconfig -p 2>/dev/null | awk '$1 == "libucp.so.0" && $NF ~ /^\// { print $NF; exit }')
+if [ -z "${MPIV_UCX_MISSING_INSIDE:-}" ]; then
+    if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v mount >/dev/null; then
+        echo "SKIP ucx_missing: needs root, unshare and mount (a private mount namespace)"
+        exit 77
+    fi
+    if [ -z "$lib" ]; then
+        echo "SKIP ucx_missing: the loader does not know libucp.so.0 (ldconfig -p)"
+        exit 77
+    fi
+    MPIV_UCX_MISSING_INSIDE=1 exec unshare --mount --propagation private "$0" "$@"
+fi
+log=${TMPDIR:-/tmp}/mpiv-ucx-missing.$$
+empty=${TMPDIR:-/tmp}/mpiv-ucx-missing-lib.$$
+trap 'rm -f "$log" "$empty"' EXIT
+: >"$empty"
+real=$(readlink -f "$lib")
+mount --bind "$empty" "$real" || { echo "FAIL ucx_missing: cannot mount over $real"; exit 1; }
+name=ucx_missing
+. "$here/self_run.sh"
+
+run_self mpiv,ob1 "--mca pml_mpiv_transports ucx --mca pml_base_verbose 10" ||
+    fail "--mca pml mpiv,ob1 without libucp did not run on ob1 (exit $?)"
+if grep -q "built without UCX" "$log"; then
+    echo "SKIP ucx_missing: this mpiv was built without UCX"
+    exit 77
+fi
+expect "pml mpiv: the job needs the UCX transport, and cannot load UCX: .*libucp" \
+    "mpiv did not say in one line that it declined for want of libucp"
+expect "selected ob1" "ob1 was not selected"
+echo "PASS ucx_missing: without libucp a job that needs UCX ran on ob1, and mpiv said why"
+
+run_self mpiv "--mca pml_mpiv_transports ucx" 60 &&
+    fail "--mca pml mpiv alone must fail when the job needs UCX and libucp is missing"
+expect "cannot be selected" "no clear selection error"
+echo "PASS ucx_missing: pml mpiv alone failed with a clear error"
+
+run_self mpiv "--mca pml_base_verbose 10" ||
+    fail "a one-node job on mpiv did not run without libucp (exit $?)"
+expect "selected mpiv" "mpiv was not selected for a one-node job"
+grep -q "cannot load UCX" "$log" && fail "a one-node job tried to load UCX"
+echo "PASS ucx_missing: a one-node job ran on mpiv without libucp"
