@@ -3,7 +3,7 @@ noinst_LTLIBRARIES += libmpiv_core.la
 libmpiv_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DMPIV_BUILDING_LIBRARY $(HWLOC_CFLAGS)
 libmpiv_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(MPIV_VIS_FLAGS)
 libmpiv_core_la_CCASFLAGS = $(AM_CCASFLAGS)
-libmpiv_core_la_LIBADD = $(HWLOC_LIBS)
+libmpiv_core_la_LIBADD = $(HWLOC_LIBS) $(DL_LIBS)
 libmpiv_core_la_SOURCES = \
 	%reldir%/status.cpp \
 	%reldir%/log.cpp \

@@ -27,6 +27,7 @@ constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;
 constexpr std::uint32_t k_max_idle_us = 1000000; // a second
+constexpr std::uint32_t k_max_ucx_copy = 65536;
 } // namespace
 
 std::size_t engine::poll_states_bytes() noexcept
@@ -72,6 +73,9 @@ status engine::create(const mpiv_p2p_params_t &params, std::unique_ptr<engine> &
     }
     if (params.idle_us > k_max_idle_us) {
         return bad("idle_us", params.idle_us);
+    }
+    if (params.ucx_copy_max > k_max_ucx_copy) {
+        return bad("ucx_copy_max", params.ucx_copy_max);
     }
     // Enums are read as integers: a C caller may store any value, and loading one outside
     // the enumerators' range as a C++ enum is undefined.

@@ -85,6 +85,7 @@ status engine::init_ucx() noexcept
         p.num_peers = params_.num_peers;
         p.workers = params_.endpoints;
         p.max_inflight = 256; // per pair; past it, sends wait in the outbound list
+        p.copy_max = params_.ucx_copy_max;
         p.ctx = this;
         p.on_message = on_ucx_message;
         p.on_peer_failure = on_ucx_failure;

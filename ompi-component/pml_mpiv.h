@@ -46,6 +46,7 @@ typedef struct mca_pml_mpiv_globals {
     char *server_cpus;    /* PU list for the server thread, indexed by local rank */
     char *fallback;       /* PML added to the include list at open ("" = none) */
     char *transports;     /* pml_mpiv_transports: "shm,ucx", "shm" or "ucx" */
+    int ucx_copy_max;     /* pml_mpiv_ucx_copy_max: largest copied UCX send (bytes) */
     unsigned engine_transports; /* MPIV_P2P_TRANSPORT_* the engine was created with */
     bool decline;         /* decline in init (testing the fallback) */
     /* state */

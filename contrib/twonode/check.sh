@@ -46,8 +46,9 @@ net_prefix=${MPIV_TWONODE_NET%.0/*}. # 10.77.0.
 # The expectation for mpiv on a job spanning nodes: with the UCX transport (the default
 # pml_mpiv_transports shm,ucx) every rank selects mpiv and reaches its peers on the other
 # node over UCX and those on its own node over shared memory (checked from the verbose-2
-# lines); `declines` is what a build without UCX does (every rank says why at verbose level
-# 1, and `--mca pml mpiv,ob1` runs the job on ob1).
+# lines); `declines` is what a build without UCX, or a node without UCX's library, does
+# (every rank says why, on stderr and at verbose level 1, and `--mca pml mpiv,ob1` runs the
+# job on ob1).
 mpiv_multinode=${MPIV_TWONODE_EXPECT:-ucx}
 decline_message="pml mpiv: declining: the job spans several nodes"
 ucx_peer_pattern="pml mpiv: peer .*: .*UCX"

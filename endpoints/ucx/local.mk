@@ -6,6 +6,5 @@ libmpiv_core_la_SOURCES += %reldir%/transport.cpp %reldir%/transport_recv.cpp \
 	%reldir%/transport_bulk.cpp %reldir%/transport_datatypes.cpp %reldir%/transport_send.cpp \
 	%reldir%/ucx_api.cpp
 libmpiv_core_la_CPPFLAGS += $(UCX_CFLAGS)
-libmpiv_core_la_LIBADD += $(DL_LIBS)
 noinst_HEADERS += %reldir%/transport.hpp %reldir%/transport_detail.hpp %reldir%/ucx_api.hpp
 endif

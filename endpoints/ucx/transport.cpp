@@ -231,6 +231,9 @@ status transport::create(const params &p, std::unique_ptr<transport> &out) noexc
     if (p.max_inflight == 0 || p.max_inflight > (1u << 20)) {
         return detail::bad_param("max_inflight", p.max_inflight, "must be 1..1048576");
     }
+    if (p.copy_max > k_max_payload) {
+        return detail::bad_param("copy_max", p.copy_max, "must be 0..65536");
+    }
     if (p.on_message == nullptr) {
         return detail::bad_param("on_message", 0, "required");
     }

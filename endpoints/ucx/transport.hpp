@@ -7,7 +7,7 @@
 // share, and it and ucx_api.hpp are the only headers that include UCX's.
 //
 // Design:
-// - Context and workers. One ucp_context per transport (features AM | RMA | WAKEUP,
+// - Context and workers. One ucp_context per transport (features AM | WAKEUP,
 //   mt_workers_shared = 1 because W workers of one context are driven by different
 //   threads), and one ucp_worker per mpiv worker, created UCS_THREAD_MODE_SERIALIZED: UCX
 //   takes no lock, so the transport's worker lock (try_lock/lock/unlock) is the "one thread
@@ -26,11 +26,12 @@
 //   worker, receiver worker and the pair's sequence number. UCX 1.13 keeps the header
 //   pointer until the send completes (no COPY_HEADER flag before 1.14), so the transport
 //   copies both headers into an operation slot of its own that lives until completion.
-//   A small message (headers and payload at most 2 KiB, detail::k_copy_max) is sent with
-//   the copier, a generic datatype, as its payload: UCX then packs it all into its own
-//   buffer and makes one send() of it. With a contiguous payload UCX 1.13 takes its short
-//   path, which always hands TCP an I/O vector (sendmsg) and costs more per message
-//   (measured in bench/README, "mpiv over UCX").
+//   A small message (headers and payload at most params.copy_max bytes; the engine's
+//   default is 2 KiB, as UCX_TCP_SENDV_THRESH) is sent with the copier, a generic datatype,
+//   as its payload: UCX then packs it all into its own buffer (its bcopy path) and makes
+//   one send() of it on TCP. With a contiguous payload UCX 1.13 takes its short path,
+//   which always hands TCP an I/O vector (sendmsg) and costs more per message (measured in
+//   bench/README, "mpiv over UCX"). Payloads are host memory (the copier reads them).
 // - Order. UCX 1.13 promises no AM order, so the transport does: for each pair (local
 //   worker -> remote worker) messages are numbered in send order, and the receiving worker
 //   delivers them to on_message in that order. An early arrival is copied (header and
@@ -119,6 +120,9 @@ struct params {
     /// per pair (worker -> remote worker): operations not yet completed by UCX (>= 1), so
     /// one slow receiver holds back only the traffic to itself
     std::uint32_t max_inflight = 0;
+    /// send()s of at most this many bytes (both headers and the payload) go through the
+    /// copier (see Messages above); 0: none (0..k_max_payload)
+    std::uint32_t copy_max = 0;
     void *ctx = nullptr;            ///< passed to the callbacks
     /// An arrived message, called inside poll(worker) on the polling thread, in send
     /// order for each (peer, from_worker) -> worker pair. header and payload are readable

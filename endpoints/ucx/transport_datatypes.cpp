@@ -42,7 +42,8 @@ void *pack_never(void *, const void *, std::size_t) noexcept
 
 std::size_t slot_length(void *state) noexcept
 {
-    return static_cast<op_slot *>(state)->length;
+    // (null: the state of a direction the datatype never serves, see pack_never below)
+    return state != nullptr ? static_cast<op_slot *>(state)->length : 0;
 }
 
 std::size_t pack_none(void *, std::size_t, void *, std::size_t) noexcept

@@ -31,10 +31,6 @@ constexpr std::size_t k_addr_head = 8;
 constexpr std::uint32_t k_msg_magic = 0x4d564d01;
 /// Caller headers up to this size live inside the operation slot; larger ones on the heap.
 constexpr std::size_t k_slot_inline = 128;
-/// send()s of at most this many bytes (both headers and the payload) go through the copier
-/// (see Messages in transport.hpp). UCX's TCP transport copies its own short messages up
-/// to 2 KiB too (UCX_TCP_SENDV_THRESH), and sends larger ones from where they are.
-constexpr std::size_t k_copy_max = 2048;
 /// Teardown: eps closed per batch, and how long one batch may take.
 constexpr std::size_t k_close_batch = 16;
 constexpr double k_close_timeout_s = 2.0;

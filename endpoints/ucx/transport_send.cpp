@@ -169,21 +169,24 @@ status state::post_am(worker &wk, ep_entry &e, std::uint32_t to_worker, unsigned
     prm.user_data = slot;
     const void *buffer = payload;
     std::size_t count = payload_len;
-    if (!always_request && total + payload_len <= k_copy_max) {
-        // Through the copier (see Messages in transport.hpp): one send() system call.
+    // Through the copier (see Messages in transport.hpp): one send() system call on TCP.
+    // Never with NO_IMM_CMPL: UCX 1.13 reads the datatype only when it is the sole optional
+    // field of op_attr_mask, and would send a contiguous byte from the slot's address.
+    const bool copied = !always_request && total + payload_len <= p.copy_max;
+    if (copied) {
         slot->buf = const_cast<void *>(payload);
         slot->length = payload_len;
         prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         prm.datatype = copier;
         buffer = slot;
         count = 1;
-        ++wk.stats.sent_copied;
     }
     void *req = api().ucp_am_send_nbx(e.ep, id, hbuf, total, buffer, count, &prm);
     if (UCS_PTR_IS_ERR(req)) {
         put_slot(wk, slot);
         return ucs_error(call, "ucp_am_send_nbx", UCS_PTR_STATUS(req));
     }
+    wk.stats.sent_copied += copied;
     ++e.next_seq;
     if (req == nullptr) {
         put_slot(wk, slot);

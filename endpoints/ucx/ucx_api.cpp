@@ -34,12 +34,19 @@ void *open_ucp(loaded &r) noexcept
         return lib;
     }
     const char *err = dlerror();
-    std::snprintf(r.why, sizeof r.why, "cannot load UCX: %s", err != nullptr ? err : k_soname);
+    int n = std::snprintf(r.why, sizeof r.why, "cannot load UCX: %s",
+                          err != nullptr ? err : k_soname);
 #ifdef MPIV_UCX_LIBDIR
     // Where configure found UCX (installed outside the loader's search path).
-    char path[512];
-    std::snprintf(path, sizeof path, "%s/%s", MPIV_UCX_LIBDIR, k_soname);
+    static const char path[] = MPIV_UCX_LIBDIR "/libucp.so.0";
     lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr && n > 0 && static_cast<std::size_t>(n) < sizeof r.why) {
+        err = dlerror();
+        // (Cut short if it does not fit: a one-line reason.)
+        std::snprintf(r.why + n, sizeof r.why - n, "; %.400s", err != nullptr ? err : path);
+    }
+#else
+    (void)n;
 #endif
     return lib;
 }
@@ -53,10 +60,11 @@ loaded load() noexcept
     }
     ucx_api &a = g_api;
     const char *missing = nullptr;
-#define MPIV_UCX_BIND(name)                                                                   \
-    if (missing == nullptr && !bind(lib, a.name, #name)) {                                    \
-        missing = #name;                                                                      \
+#define MPIV_UCX_BIND(_fn)                                                                    \
+    if (missing == nullptr && !bind(lib, a._fn, #_fn)) {                                      \
+        missing = #_fn;                                                                       \
     }
+    MPIV_UCX_BIND(ucp_get_version)
     MPIV_UCX_BIND(ucp_config_read)
     MPIV_UCX_BIND(ucp_config_release)
     MPIV_UCX_BIND(ucp_init_version)
@@ -82,10 +90,20 @@ loaded load() noexcept
     MPIV_UCX_BIND(ucp_dt_destroy)
     MPIV_UCX_BIND(ucs_status_string) // (libucs, which libucp needs: in its lookup scope)
 #undef MPIV_UCX_BIND
+    // (On a failure lib stays open: closing a half-bound UCX is not worth the risk.)
     if (missing != nullptr) {
-        std::snprintf(r.why, sizeof r.why, "cannot use UCX: %s has no %s (UCX older than 1.13?)",
-                      k_soname, missing);
-        return r; // (lib stays open: closing a half-used UCX is not worth the risk)
+        std::snprintf(r.why, sizeof r.why, "cannot use UCX: %s has no %s", k_soname, missing);
+        return r;
+    }
+    unsigned major = 0, minor = 0, release = 0;
+    a.ucp_get_version(&major, &minor, &release);
+    if (major != UCP_API_MAJOR || minor < UCP_API_MINOR) {
+        std::snprintf(r.why, sizeof r.why,
+                      "cannot use UCX: %s is UCX %u.%u.%u, and this mpiv was built for UCX "
+                      "%u.%u or a later %u.x",
+                      k_soname, major, minor, release, static_cast<unsigned>(UCP_API_MAJOR),
+                      static_cast<unsigned>(UCP_API_MINOR), static_cast<unsigned>(UCP_API_MAJOR));
+        return r;
     }
     r.api = &a;
     return r;

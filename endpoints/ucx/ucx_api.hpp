@@ -5,7 +5,8 @@
 //
 // libucp is opened with dlopen() on first use: its soname first (the loader's search path,
 // LD_LIBRARY_PATH included), then the directory configure found UCX in. It is never
-// closed. Each member has the type of the UCX function of the same name, as declared by
+// closed. A UCX older than the headers this mpiv was built with (same major version, an
+// earlier minor one) is refused. Each member has the type of the UCX function of the same name, as declared by
 // the headers this mpiv was built with (ucp_init() is an inline wrapper: the table has
 // ucp_init_version, called with the headers' API version).
 #pragma once
@@ -15,6 +16,7 @@
 namespace mpiv::ep::ucx::detail {
 
 struct ucx_api {
+    decltype(&::ucp_get_version) ucp_get_version;
     decltype(&::ucp_config_read) ucp_config_read;
     decltype(&::ucp_config_release) ucp_config_release;
     decltype(&::ucp_init_version) ucp_init_version;

@@ -139,6 +139,11 @@ typedef struct mpiv_p2p_params {
     mpiv_p2p_connect_fn connect; /**< connects a peer whose first message arrived before
                                       its address was given (NULL: such a message is a
                                       fault) */
+    uint32_t ucx_copy_max;    /**< UCX: messages of at most this many bytes (mpiv's headers
+                                   included) go to UCX as copied sends (UCX packs them into
+                                   its own buffer: on TCP one send() call, where its short
+                                   path makes a sendmsg() of an I/O vector); larger ones, and
+                                   all with 0, take UCX's own choice. 0 .. 65536 */
 } mpiv_p2p_params_t;
 
 /** Bits of mpiv_p2p_params_t::transports. */

@@ -12,7 +12,7 @@ echo "$out" | grep -q "^mca:pml:mpiv:version:" || {
     echo "$out"; echo "FAIL ompi_info: component pml mpiv is not listed" >&2; exit 1; }
 status=0
 for p in priority verbose workers progress lock eager_limit packet_count queue_slots idle_time \
-         yield_when_idle single_copy stats server_cpus fallback decline; do
+         yield_when_idle single_copy stats server_cpus fallback transports ucx_copy_max decline; do
     if ! echo "$out" | grep -q "^mca:pml:mpiv:param:pml_mpiv_$p:help:."; then
         echo "FAIL ompi_info: parameter pml_mpiv_$p is missing or has no help text" >&2
         status=1
@@ -28,5 +28,5 @@ if [ "$pvars" -ne 54 ]; then
     echo "FAIL ompi_info --all: $pvars pml_mpiv performance variables with help text, not 54" >&2
     status=1
 fi
-[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv, its 15 parameters and $pvars performance variables with help text"
+[ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv, its 17 parameters and $pvars performance variables with help text"
 exit $status

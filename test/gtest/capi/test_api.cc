@@ -12,6 +12,8 @@
 #include <mpiv/mpiv_cid.h>
 #include <mpiv/mpiv_p2p.h>
 
+#include "config.h"
+
 namespace {
 
 void *add_one(void *arg) { return reinterpret_cast<void *>(reinterpret_cast<std::uintptr_t>(arg) + 1); }
@@ -165,8 +167,8 @@ TEST(api, status_strings)
 }
 
 // mpiv_p2p_ucx_unavailable: NULL exactly when this build has UCX and UCX's library loads
-// here (checked with dlopen, as libmpiv opens it), a reason otherwise; the same answer on
-// every call.
+// here (checked with dlopen, by soname and then in configure's directory, as libmpiv
+// opens it), a reason otherwise; the same answer on every call.
 TEST(api, ucx_unavailable_says_why)
 {
     const char *why = mpiv_p2p_ucx_unavailable();
@@ -177,6 +179,11 @@ TEST(api, ucx_unavailable_says_why)
         return;
     }
     void *ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+#ifdef MPIV_UCX_LIBDIR
+    if (ucp == nullptr) {
+        ucp = dlopen(MPIV_UCX_LIBDIR "/libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    }
+#endif
     if (ucp != nullptr) {
         EXPECT_EQ(why, nullptr) << why;
         dlclose(ucp);

@@ -143,6 +143,7 @@ inline mpiv_p2p_params_t params_for(std::uint32_t self, std::uint32_t num_peers 
     p.lock = MPIV_P2P_LOCK_MCS;
     p.complete = on_complete;
     p.idle_us = 100; // short: the tests go through the sleeping paths often
+    p.ucx_copy_max = 2048; // (mpiv_p2p_params_default's)
     return p;
 }
 

@@ -43,6 +43,7 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 3); }, status::param},
         {"lock", [](mpiv_p2p_params_t &p) { store_int(p.lock, 1000); }, status::param},
         {"idle_us", [](mpiv_p2p_params_t &p) { p.idle_us = 1000001; }, status::param},
+        {"ucx_copy_max", [](mpiv_p2p_params_t &p) { p.ucx_copy_max = 65537; }, status::param},
         {"single_copy", [](mpiv_p2p_params_t &p) { store_int(p.single_copy, 3); }, status::param},
         {"single_copy", [](mpiv_p2p_params_t &p) { store_int(p.single_copy, -1); }, status::param},
     };
@@ -66,12 +67,14 @@ TEST(engine_params, create_rejects_each_invalid_parameter)
         p.eager_limit = 0;
         p.packet_count = 1;
         p.idle_us = 0;
+        p.ucx_copy_max = 0;
         std::unique_ptr<ep::engine> e;
         ASSERT_EQ(ep::engine::create(p, e), status::ok);
         EXPECT_EQ(e->inline_max(), 2 * 56u - 32u) << "inline messages fit in two slots";
         p.eager_limit = 1u << 20;
         p.packet_count = 4;
         p.idle_us = 1000000;
+        p.ucx_copy_max = 65536;
         p.queue_slots = 8;
         std::unique_ptr<ep::engine> e2;
         ASSERT_EQ(ep::engine::create(p, e2), status::ok);

@@ -5,8 +5,16 @@
 
 namespace {
 
-TEST_F(ucx_transport, round_trip_all_sizes)
+// Every header and payload size class both ways, with the copier for messages of up to
+// copy_max bytes (0: none).
+class ucx_round_trip : public ucx_transport {
+  protected:
+    void all_sizes(std::uint32_t copy_max);
+};
+
+void ucx_round_trip::all_sizes(std::uint32_t copy_max)
 {
+    copy_max_ = copy_max;
     make(2, 1);
     transport &a = *nodes_[0]->t;
     const std::size_t mh = a.max_header();
@@ -15,9 +23,9 @@ TEST_F(ucx_transport, round_trip_all_sizes)
     ASSERT_GT(mh, 256u);
     ASSERT_EQ(nodes_[1]->t->max_header(), mh);
     const std::size_t hsizes[] = {0, 1, 15, 16, 17, 127, 128, 129, 1000, mh - 1, mh};
-    // (Around detail::k_copy_max with an empty header: the last message through the copier
-    // and the first past it.)
-    const std::size_t copy_edge = detail::k_copy_max - k_transport_header;
+    // (Around the default copy_max with an empty header: the last message through the
+    // copier and the first past it.)
+    const std::size_t copy_edge = 2048 - k_transport_header;
     const std::size_t psizes[] = {0, 1, 7, 4095, 4096, 8191, 8192, 8193, 32768,
                                   copy_edge, copy_edge + 1,
                                   transport::max_payload() - 1, transport::max_payload()};
@@ -25,10 +33,10 @@ TEST_F(ucx_transport, round_trip_all_sizes)
         std::vector<unsigned char> h, p;
     };
     auto &msgs = hold<std::vector<sent>>();
-    std::uint64_t small = 0; // messages of at most k_copy_max bytes, headers included
+    std::uint64_t small = 0; // messages of at most copy_max bytes, headers included
     for (std::size_t hs : hsizes) {
         for (std::size_t ps : psizes) {
-            small += k_transport_header + hs + ps <= detail::k_copy_max;
+            small += k_transport_header + hs + ps <= copy_max;
             sent s;
             const auto seed = static_cast<std::uint32_t>(msgs.size());
             for (std::size_t i = 0; i < hs; ++i) {
@@ -85,10 +93,14 @@ TEST_F(ucx_transport, round_trip_all_sizes)
                 static_cast<unsigned long long>(st.dropped));
     EXPECT_EQ(st.dropped, 0u);
     // Exactly the small messages went through the copier, in both directions.
-    EXPECT_GT(small, 0u);
+    EXPECT_EQ(small > 0, copy_max > 0);
     EXPECT_EQ(nodes_[0]->t->stats(0).sent_copied, small);
     EXPECT_EQ(st.sent_copied, small);
 }
+
+TEST_F(ucx_round_trip, all_sizes) { all_sizes(2048); }
+
+TEST_F(ucx_round_trip, all_sizes_without_copier) { all_sizes(0); }
 
 // on_message may send (the poller holds the worker's lock): b answers each ping from
 // inside the callback, creating its ep to a there on the first one.

@@ -159,6 +159,8 @@ class ucx_transport : public ::testing::Test {
         setenv("UCX_NET_DEVICES", "lo", 1);
     }
 
+    std::uint32_t copy_max_ = 2048; // params.copy_max of the transports make() creates
+
     params make_params(std::uint32_t self, std::uint32_t n, std::uint32_t w, node *nd,
                        std::uint32_t max_inflight = 256)
     {
@@ -167,6 +169,7 @@ class ucx_transport : public ::testing::Test {
         p.num_peers = n;
         p.workers = w;
         p.max_inflight = max_inflight;
+        p.copy_max = copy_max_;
         p.ctx = nd;
         p.on_message = &node::on_message;
         p.on_peer_failure = &node::on_failure;
