@@ -6,8 +6,8 @@
 // libucp is opened with dlopen() on first use: its soname first (the loader's search path,
 // LD_LIBRARY_PATH included), then the directory configure found UCX in. It is never
 // closed. A UCX older than the headers this mpiv was built with (same major version, an
-// earlier minor one) is refused. Each member has the type of the UCX function of the same name, as declared by
-// the headers this mpiv was built with (ucp_init() is an inline wrapper: the table has
+// earlier minor one) is refused. Each member has the type of the UCX function of the same
+// name, as declared by those headers (ucp_init() is an inline wrapper: the table has
 // ucp_init_version, called with the headers' API version).
 #pragma once
 
