@@ -178,10 +178,10 @@ class worker {
     static void yield_current() noexcept;
     /// Suspend the calling ULT until its id is woken. Returns after a wake-up, which may
     /// be spurious: callers re-check their condition. Inline, so the switch happens in
-    /// the caller's frame: the switch's indirect jump leaves the return-stack predictor
-    /// one entry off, so each return of the resumed ULT up its call chain mispredicts;
-    /// one frame less is one misprediction less per hand-off. The direct hand-off is
-    /// the fast path: two thread-local loads, then the switch.
+    /// the caller's frame: a ULT handing off to one that blocked at the same call site
+    /// then returns through a chain the return-stack predictor already holds (see
+    /// mpiv_ctx_jump). The direct hand-off is the fast path: two thread-local loads,
+    /// then the switch.
     static void block_current() noexcept
     {
         ult *const self = t_current_;

@@ -1,5 +1,7 @@
 // Scheduler microbenchmarks with their references in the same binary:
 //   BM_ult_switch            one mpiv context switch      vs BM_boost_fcontext_switch
+//   BM_ult_switch_chain      a switch between contexts that vs BM_boost_fcontext_switch_chain
+//                            block at the same call site, k_chain_depth calls deep
 //   BM_ult_signal_wait       signal+wait round trip        vs BM_pthread_condvar_handoff
 //   BM_ult_spawn_join        spawn + join of a ULT         vs BM_pthread_spawn_join
 // The ULT benchmarks run their timing loop inside a ULT on the runtime's single worker.
@@ -102,6 +104,97 @@ void BM_boost_fcontext_switch(benchmark::State &state)
     per_op(state, "ns_per_switch", 2);
 }
 BENCHMARK(BM_boost_fcontext_switch);
+#endif
+
+// ------------------------------------------- context switch at the same call site
+// A ring of k_ring contexts, each k_chain_depth calls deep when it switches to the next
+// from the same place: the pattern of ULTs that all block in one MPI call. The main
+// context closes the ring (one switch in k_ring + 1 from a different site). What it
+// shows: whether the returns up the resumed chain are predicted.
+constexpr int k_ring = 8;
+constexpr int k_chain_depth = 5;
+
+/// Calls itself @p depth times, then runs @p at_bottom; not inlined, not a tail call.
+template <class F> [[gnu::noinline]] void down_chain(int depth, F &at_bottom)
+{
+    if (depth == 0) {
+        at_bottom();
+    } else {
+        down_chain(depth - 1, at_bottom);
+    }
+    benchmark::ClobberMemory(); // keeps the call a call
+}
+
+/// The ring of BM_ult_switch_chain (static: its members find it here).
+struct ring {
+    mpiv::sched::context main_ctx;
+    mpiv::sched::context fiber[k_ring];
+    int index[k_ring];
+};
+ring g_ring;
+
+void ring_member(void *, void *arg)
+{
+    const int i = *static_cast<int *>(arg);
+    mpiv::sched::enter(g_ring.fiber[i]);
+    mpiv::sched::context &next = i + 1 < k_ring ? g_ring.fiber[i + 1] : g_ring.main_ctx;
+    auto hop = [i, &next] { mpiv::sched::jump(g_ring.fiber[i], next, nullptr); };
+    for (;;) {
+        down_chain(k_chain_depth, hop);
+    }
+}
+
+void BM_ult_switch_chain(benchmark::State &state)
+{
+    constexpr std::size_t k_stack = 64 * 1024;
+    std::vector<char> stacks(k_ring * k_stack);
+    mpiv::sched::adopt_thread(g_ring.main_ctx);
+    for (int i = 0; i < k_ring; ++i) {
+        g_ring.index[i] = i;
+        mpiv::sched::make(g_ring.fiber[i], stacks.data() + i * k_stack, k_stack, ring_member,
+                          &g_ring.index[i]);
+    }
+    for (auto _ : state) {
+        mpiv::sched::jump(g_ring.main_ctx, g_ring.fiber[0], nullptr); // once round the ring
+    }
+    for (auto &f : g_ring.fiber) {
+        mpiv::sched::retire(f);
+    }
+    per_op(state, "ns_per_switch", k_ring + 1);
+}
+BENCHMARK(BM_ult_switch_chain);
+
+#if MPIV_HAVE_BOOST_CONTEXT
+// g_fctx[i]: where ring context i resumes; i == k_ring is the main context. Each jump
+// hands the target the jumper's resumption point, which the target stores.
+bctx::fcontext_t g_fctx[k_ring + 1];
+
+void boost_ring_member(bctx::transfer_t t)
+{
+    const int i = static_cast<int>(reinterpret_cast<std::intptr_t>(t.data));
+    const int prev = i == 0 ? k_ring : i - 1;
+    g_fctx[prev] = t.fctx;
+    auto hop = [i, prev] {
+        g_fctx[prev] = bctx::jump_fcontext(g_fctx[i + 1], reinterpret_cast<void *>(std::intptr_t{i + 1})).fctx;
+    };
+    for (;;) {
+        down_chain(k_chain_depth, hop);
+    }
+}
+
+void BM_boost_fcontext_switch_chain(benchmark::State &state)
+{
+    constexpr std::size_t k_stack = 64 * 1024;
+    std::vector<char> stacks(k_ring * k_stack);
+    for (int i = 0; i < k_ring; ++i) {
+        g_fctx[i] = bctx::make_fcontext(stacks.data() + (i + 1) * k_stack, k_stack, boost_ring_member);
+    }
+    for (auto _ : state) {
+        g_fctx[k_ring - 1] = bctx::jump_fcontext(g_fctx[0], nullptr).fctx; // once round the ring
+    }
+    per_op(state, "ns_per_switch", k_ring + 1);
+}
+BENCHMARK(BM_boost_fcontext_switch_chain);
 #endif
 
 // --------------------------------------------------------------- signal + wait

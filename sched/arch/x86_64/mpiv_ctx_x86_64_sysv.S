@@ -58,11 +58,16 @@ mpiv_ctx_jump:
     popq    %r15
     popq    %rbx
     popq    %rbp
-    popq    %r8
     movq    %rdx, %rax
-    /* An indirect jump, not ret: after a stack switch a ret would always miss the
-     * return-stack predictor; the indirect-branch predictor learns the pattern. */
-    jmpq    *%r8
+    /* ret, not an indirect jump. The return-stack predictor's top entry is the
+     * suspending side's return address (its call to this function), so the ret is
+     * predicted when the resumed side was suspended from the same call site, and so is
+     * each return up its call chain as far as the two chains agree: the common case of
+     * ULTs that all block in the same call (a blocking MPI_Recv). An indirect jump
+     * (`popq %r8; jmpq *%r8`, as Boost.Context does) leaves that entry unconsumed, one
+     * entry off for every return of the resumed side, and each of them mispredicts.
+     * Measured with bench/mpiv-bench-sched's BM_ult_switch_chain (bench/README.md). */
+    ret
     .cfi_endproc
     .size   mpiv_ctx_jump, .-mpiv_ctx_jump
 
