@@ -175,7 +175,8 @@ void boost_ring_member(bctx::transfer_t t)
     const int prev = i == 0 ? k_ring : i - 1;
     g_fctx[prev] = t.fctx;
     auto hop = [i, prev] {
-        g_fctx[prev] = bctx::jump_fcontext(g_fctx[i + 1], reinterpret_cast<void *>(std::intptr_t{i + 1})).fctx;
+        void *const next_index = reinterpret_cast<void *>(std::intptr_t{i + 1});
+        g_fctx[prev] = bctx::jump_fcontext(g_fctx[i + 1], next_index).fctx;
     };
     for (;;) {
         down_chain(k_chain_depth, hop);
@@ -187,7 +188,8 @@ void BM_boost_fcontext_switch_chain(benchmark::State &state)
     constexpr std::size_t k_stack = 64 * 1024;
     std::vector<char> stacks(k_ring * k_stack);
     for (int i = 0; i < k_ring; ++i) {
-        g_fctx[i] = bctx::make_fcontext(stacks.data() + (i + 1) * k_stack, k_stack, boost_ring_member);
+        g_fctx[i] = bctx::make_fcontext(stacks.data() + (i + 1) * k_stack, k_stack,
+                                        boost_ring_member);
     }
     for (auto _ : state) {
         g_fctx[k_ring - 1] = bctx::jump_fcontext(g_fctx[0], nullptr).fctx; // once round the ring

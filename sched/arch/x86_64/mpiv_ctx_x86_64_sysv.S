@@ -66,7 +66,10 @@ mpiv_ctx_jump:
      * ULTs that all block in the same call (a blocking MPI_Recv). An indirect jump
      * (`popq %r8; jmpq *%r8`, as Boost.Context does) leaves that entry unconsumed, one
      * entry off for every return of the resumed side, and each of them mispredicts.
-     * Measured with bench/mpiv-bench-sched's BM_ult_switch_chain (bench/README.md). */
+     * The price: a switch between two different sites (a ULT and the scheduler, a fresh
+     * context's first run) mispredicts this ret once, where the indirect jump's target
+     * would have been learned. Measured with bench/mpiv-bench-sched (BM_ult_switch_chain
+     * against BM_ult_switch) and ult_pingpong; bench/README.md has the figures. */
     ret
     .cfi_endproc
     .size   mpiv_ctx_jump, .-mpiv_ctx_jump
