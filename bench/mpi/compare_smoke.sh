@@ -2,7 +2,8 @@
 # Smoke test of the driver bench/compare (make check): a tiny comparison of ob1 (and MPICH
 # when given) must write the CSV files and print the Markdown table with one row per thread
 # count, alternate the implementations (in an order that rotates), give overlap one section per variant, report a run
-# that overruns its timeout as stopped without leaving processes behind, skip an
+# that overruns its timeout as stopped without leaving processes behind, record the
+# cache-line round trip between two PUs before each run (line_rtt), skip an
 # implementation that is not installed, and skip the endpoints benchmarks (ep_*) on ob1.
 # With MPIV_BUILDDIR (the top build directory) holding mca_pml_mpiv.so it also runs the mpiv
 # rows (mpiv-inline, mpiv-server) from the build tree, ult_pingpong, the machinery of
@@ -43,6 +44,19 @@ for f in raw.csv summary.csv runs.csv runs.log table.md; do
     [ -s "$tmp/a/$f" ] || fail "compare did not write $f"
 done
 cmp -s "$tmp/a.md" "$tmp/a/table.md" || fail "the printed table differs from table.md"
+# The machine's state before each run: line_rtt's cache-line round trip between two PUs
+# (empty for a run whose probe did not finish within its 5 s; at least one must have).
+if [ "$(nproc)" -ge 2 ]; then
+    awk -F, 'NR == 1 { if ($9 != "line_rtt_ns") bad = 1; next }
+             $9 == "" { next }
+             $9 !~ /^[0-9]+\.[0-9]$/ || $9 + 0 <= 0 { bad = 1; next }
+             { ++good }
+             END { exit bad || !good }' "$tmp/a/runs.csv" ||
+        fail "runs.csv lacks line_rtt_ns figures"
+    probe_re="^Cache-line round trip between the ranks' PUs before each run "
+    probe_re+="\(\`line_rtt\`\): median [0-9]+ ns \([0-9]+–[0-9]+\)\."
+    grep -qE "$probe_re" "$tmp/a.md" || fail "the table does not give the line round trip"
+fi
 
 IFS=, read -r -a impl_list <<<"$impls"
 for impl in "${impl_list[@]}"; do

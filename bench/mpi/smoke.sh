@@ -6,8 +6,8 @@
 # that a data mismatch between the two processes and a bad option end in non-zero exits.
 #
 # usage: smoke.sh BINDIR OMPI_MPIRUN [MPICH_MPIEXEC]
-#   BINDIR holds mt_pingpong, msgrate, latbw, overlap, oversub, ult_pingpong and, for MPICH,
-#   the .mpich builds of the first five.
+#   BINDIR holds mt_pingpong, msgrate, latbw, overlap, oversub, ult_pingpong, line_rtt and,
+#   for MPICH, the .mpich builds of the first five.
 # Environment: MPIV_BUILDDIR, the top build directory whose ompi-component/.libs holds
 #   mca_pml_mpiv.so (else an installed mpiv is used, else ult_pingpong is not run), and
 #   OMPI_PKGLIBDIR, Open MPI's component directory (default: ask ompi_info).
@@ -144,6 +144,18 @@ fi
 "$bindir/mt_pingpong" --sizes 8,x >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "a bad --sizes list gave exit status $rc, expected 2"
+
+# line_rtt (no MPI): a positive round trip between two PUs; one PU named twice is refused.
+if [ "$(nproc)" -ge 2 ]; then
+    pus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0))[:2])'))
+    out=$("$bindir/line_rtt" -a "${pus[0]}" -b "${pus[1]}" -n 1000 -k 3 2>&1)
+    [[ $out =~ ^line_rtt_ns=([0-9]+\.[0-9])\ min=[0-9.]+\ max=[0-9.]+\ pus=[0-9]+,[0-9]+$ ]] &&
+        [ "${BASH_REMATCH[1]%.*}${BASH_REMATCH[1]#*.}" -gt 0 ] ||
+        fail "line_rtt printed '$out'"
+fi
+"$bindir/line_rtt" -a 0 -b 0 >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "line_rtt with one PU twice gave exit status $rc, expected 2"
 
 # ult_pingpong: mpiv ULTs, so pml mpiv only; from the build tree when it holds the component.
 mpiv=()
