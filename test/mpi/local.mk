@@ -49,6 +49,13 @@ check_PROGRAMS += %reldir%/cancel
 %canon_reldir%_cancel_LDFLAGS = $(%canon_reldir%_ldflags)
 %canon_reldir%_cancel_LDADD = $(OMPI_LIBS)
 
+check_PROGRAMS += %reldir%/recv_wait
+%canon_reldir%_recv_wait_SOURCES = %reldir%/recv_wait.c
+%canon_reldir%_recv_wait_CPPFLAGS = $(%canon_reldir%_cppflags)
+%canon_reldir%_recv_wait_CFLAGS = $(%canon_reldir%_cflags)
+%canon_reldir%_recv_wait_LDFLAGS = $(%canon_reldir%_ldflags)
+%canon_reldir%_recv_wait_LDADD = $(OMPI_LIBS)
+
 check_PROGRAMS += %reldir%/ssend
 %canon_reldir%_ssend_SOURCES = %reldir%/ssend.c
 %canon_reldir%_ssend_CPPFLAGS = $(%canon_reldir%_cppflags)
@@ -278,6 +285,7 @@ check_PROGRAMS += %reldir%/ult
 	%reldir%/comm_info-np3.sh \
 	%reldir%/hol_block-np3.sh \
 	%reldir%/mt_sizes-np2.sh \
+	%reldir%/recv_wait-np2.sh \
 	%reldir%/status_error-np2.sh \
 	%reldir%/waitany_reuse-np2.sh \
 	%reldir%/comm_churn-np2.sh \

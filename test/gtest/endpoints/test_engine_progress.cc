@@ -620,6 +620,73 @@ TEST_F(engine_test, poll_alone_polls_a_learned_budget_in_a_crowd)
     other.join();
 }
 
+// A check for poll_alone that records, at each call, how many pthreads the engine counts
+// as waiting: done on its until-th call.
+struct waiters_seen {
+    ep::engine *e = nullptr;
+    int until = 0;
+    std::vector<std::int32_t> seen;
+};
+
+int record_waiters(void *raw)
+{
+    auto *p = static_cast<waiters_seen *>(raw);
+    p->seen.push_back(ep::engine_test_access::pthread_waiters(*p->e));
+    return static_cast<int>(p->seen.size()) >= p->until ? 1 : 0;
+}
+
+// A short wait is not counted among the waiters: for its first 64 polls (the least a
+// waiter polls in a crowd) the poller only reads the count; past them it counts itself, so
+// that threads coming to wait see a crowd, until it returns. A wait whose budget is 64
+// polls or fewer never counts.
+TEST_F(engine_test, poll_alone_counts_itself_only_past_a_short_wait)
+{
+    start();
+    waiters_seen longer{&eng(1), 200, {}};
+    EXPECT_TRUE(eng(1).poll_alone(1000, record_waiters, &longer));
+    ASSERT_EQ(longer.seen.size(), 200u);
+    for (std::size_t i = 0; i < longer.seen.size(); ++i) {
+        EXPECT_EQ(longer.seen[i], i < 64 ? 0 : 1) << "at check " << i;
+    }
+    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0) << "the poller still counts";
+    waiters_seen budget{&eng(1), 1000, {}};
+    EXPECT_FALSE(eng(1).poll_alone(64, record_waiters, &budget));
+    ASSERT_EQ(budget.seen.size(), 64u);
+    for (std::size_t i = 0; i < budget.seen.size(); ++i) {
+        EXPECT_EQ(budget.seen[i], 0) << "at check " << i;
+    }
+    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0);
+}
+
+// A pthread polling on past its short wait is a crowd for the next one to come: that one
+// polls its crowd budget (64 at first), not the count it gave.
+TEST_F(engine_test, poll_alone_sees_a_long_poller_as_a_crowd)
+{
+    start();
+    watchdog dog("poll_alone beside a long poller");
+    std::atomic<bool> release{false};
+    auto until_released = [](void *raw) {
+        // Acquire: pairs with the release store below (nothing else is read).
+        return static_cast<std::atomic<bool> *>(raw)->load(std::memory_order_acquire) ? 1 : 0;
+    };
+    std::atomic<bool> ended{false};
+    std::thread other([&] {
+        ended.store(eng(1).poll_alone(1 << 30, until_released, &release),
+                    std::memory_order_release);
+    });
+    while (ep::engine_test_access::pthread_waiters(eng(1)) == 0) {
+        std::this_thread::yield();
+    }
+    poll_count mine{0, 1 << 30};
+    EXPECT_FALSE(eng(1).poll_alone(100000, count_done, &mine));
+    EXPECT_EQ(mine.calls, 64);
+    // Release: pairs with the acquire load of the other thread's check.
+    release.store(true, std::memory_order_release);
+    other.join();
+    EXPECT_TRUE(ended.load(std::memory_order_acquire));
+    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0);
+}
+
 // With a server thread driving progress it declines at once too.
 TEST_F(engine_test, poll_alone_declines_with_a_server_thread)
 {
