@@ -1,6 +1,5 @@
 // engine: waiting (ULT waits with poller ULTs, pthread waits as progress owner or parked,
 // yielding waits) and the communication-server thread. See engine.hpp for the design.
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -341,51 +340,30 @@ bool engine::poll_alone(int polls, int (*done)(void *), void *arg) noexcept
     if (params_.progress == MPIV_P2P_PROGRESS_SERVER || sched::worker::current_ult() != nullptr) {
         return false;
     }
-    const auto poll_once = [&] {
-        if (done(arg) != 0) {
-            return true;
-        }
-        // More processes than PUs: the peer this wait depends on may need this PU.
-        if (progress() == 0 && params_.yield_when_idle != 0) {
-            std::this_thread::yield();
-        }
-        return false;
-    };
     // Relaxed: the count only sizes waits (see pthread_wait); this poller counts in it, so
     // that a thread coming to wait meanwhile sees a crowd. UCX peers: a poll is a system
     // call. Serial mode keeps no count (nothing else runs).
-    // A short wait, a ping-pong's, is not counted: while the count is 0 the first
-    // k_spin_polls_crowd polls (what a waiter in a crowd polls at least) only read it, and
-    // the poller counts itself in only if it polls on. Counting in and out are two locked
-    // instructions on the path from an arrival back to the application.
-    int i = 0;
     waiter *crowd = nullptr;
     if (!serial_) {
         if (ucx_up_.load(std::memory_order_relaxed)) {
             return false;
         }
-        if (pthread_waiters_.load(std::memory_order_relaxed) == 0) {
-            const int quiet = std::min(polls, static_cast<int>(k_spin_polls_crowd));
-            for (; i < quiet; ++i) {
-                if (poll_once()) {
-                    return true;
-                }
-            }
-            if (i == polls) {
-                return false;
-            }
-        }
         if (pthread_waiters_.fetch_add(1, std::memory_order_relaxed) != 0) {
             // Other pthreads wait: poll for this thread's learned crowd budget instead
-            // (see pthread_wait; the uncounted polls count in it), and tell its wait, if it
-            // comes to one, that the budget was spent here.
+            // (see pthread_wait), and tell its wait, if it comes to one, that the budget
+            // was spent here.
             crowd = &my_pthread_waiter();
             polls = static_cast<int>(crowd->crowd_spin.next());
         }
     }
+    int i = 0;
     for (; i < polls; ++i) {
-        if (poll_once()) {
+        if (done(arg) != 0) {
             break;
+        }
+        // More processes than PUs: the peer this wait depends on may need this PU.
+        if (progress() == 0 && params_.yield_when_idle != 0) {
+            std::this_thread::yield();
         }
     }
     const bool ok = i < polls;

@@ -489,10 +489,9 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
                      recv_start, request);
 }
 
-/* A blocking receive uses a request of its own (`owned`): no free list, no references (the
- * call outlives the operation), and a completion with one locked instruction at most (see
- * req_done). Before the call returns the engine's side must be done with it: it sets
- * MPIV_REQ_DONE last. In serial mode that request is one constructed once and
+/* A blocking receive uses a request of its own: no free list, no references (the call
+ * outlives the operation). Before the call returns the engine's side must be done with it:
+ * it sets MPIV_REQ_DONE last. In serial mode that request is one constructed once and
  * reused (as ob1 does below MPI_THREAD_MULTIPLE) instead of one constructed and
  * destructed on the stack per call; recv_cache is NULL while it is in use, so a blocking
  * receive nested in another (from a callback) takes a stack request. */
@@ -515,7 +514,6 @@ static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int 
     r = &req->ompi;
     mca_pml_mpiv_req_init(req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
              comm);
-    req->owned = true;
     if (!mca_pml_mpiv.serial && mca_pml_mpiv_in_ult()) {
         /* A ULT registers its wait before the start (no CAS against the completion), and
          * the completion then takes no atomics either (req_done). */

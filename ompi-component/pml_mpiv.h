@@ -99,10 +99,6 @@ typedef struct mca_pml_mpiv_request {
      * (mpiv_recv in a ULT): no Open MPI wait can hold it and nothing frees it, so its
      * completion needs no atomic read-modify-write (req_done). */
     bool preset_waiter;
-    /* A blocking call's own request (mpiv_recv): no Open MPI wait holds it and nothing
-     * frees it, so its completion neither signals nor marks it done with an atomic read-
-     * modify-write (req_done); preset_waiter implies it. */
-    bool owned;
     /* arguments, kept for persistent requests */
     void *buf;
     size_t count;

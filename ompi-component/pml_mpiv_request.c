@@ -8,12 +8,7 @@
  * itself). Freeing may come before completion (MPI_Request_free): the engine's side sets
  * MPIV_REQ_DONE after completing the request, the request's free sets MPIV_REQ_FREED, and
  * whichever sets the second bit returns the request to the free list (both bits are set
- * with one atomic fetch-or, so exactly one side sees the other's bit). A blocking receive's
- * own request (`owned`, mpiv_recv) is never freed and never seen by an Open MPI wait: its
- * completion stores MPIV_REQ_DONE last, with release, and does not signal; the only locked
- * instruction left is the exchange of its waiter word against mca_pml_mpiv_wait_own's
- * registration (none when the waiter was set before the start; contrib/model/wait_any.pml
- * models that exchange).
+ * with one atomic fetch-or, so exactly one side sees the other's bit).
  */
 #include "pml_mpiv.h"
 
@@ -233,7 +228,6 @@ void mca_pml_mpiv_req_init(mca_pml_mpiv_request_t *req, mca_pml_mpiv_req_kind_t 
     req->pml_state = persistent ? MPIV_REQ_DONE : 0;
     req->waiter = NULL;
     req->preset_waiter = false;
-    req->owned = false;
     req->buf = buf;
     req->count = count;
     req->datatype = dt;
@@ -268,20 +262,9 @@ static void req_done(mca_pml_mpiv_request_t *req)
     const bool serial = mca_pml_mpiv.serial;
     int32_t prev;
     void *waiter;
-    if (req->owned) {
+    if (req->preset_waiter) {
         ompi_request_complete(&req->ompi, false);
-        if (req->preset_waiter) {
-            waiter = req->waiter;
-        } else if (serial) {
-            waiter = req->waiter;
-            req->waiter = MPIV_WAITER_DONE;
-        } else {
-            /* acq_rel: against the registration in mca_pml_mpiv_wait_own (its CAS). */
-            waiter = __atomic_exchange_n(&req->waiter, MPIV_WAITER_DONE, __ATOMIC_ACQ_REL);
-        }
-        if (NULL != waiter && MPIV_WAITER_DONE != waiter) {
-            mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) waiter);
-        }
+        mpiv_p2p_wake(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) req->waiter);
         /* Release: pairs with the acquire load in mpiv_recv; the last access. */
         __atomic_store_n(&req->pml_state, MPIV_REQ_DONE, __ATOMIC_RELEASE);
         return;

@@ -620,46 +620,8 @@ TEST_F(engine_test, poll_alone_polls_a_learned_budget_in_a_crowd)
     other.join();
 }
 
-// A check for poll_alone that records, at each call, how many pthreads the engine counts
-// as waiting: done on its until-th call.
-struct waiters_seen {
-    ep::engine *e = nullptr;
-    int until = 0;
-    std::vector<std::int32_t> seen;
-};
-
-int record_waiters(void *raw)
-{
-    auto *p = static_cast<waiters_seen *>(raw);
-    p->seen.push_back(ep::engine_test_access::pthread_waiters(*p->e));
-    return static_cast<int>(p->seen.size()) >= p->until ? 1 : 0;
-}
-
-// A short wait is not counted among the waiters: for its first 64 polls (the least a
-// waiter polls in a crowd) the poller only reads the count; past them it counts itself, so
-// that threads coming to wait see a crowd, until it returns. A wait whose budget is 64
-// polls or fewer never counts.
-TEST_F(engine_test, poll_alone_counts_itself_only_past_a_short_wait)
-{
-    start();
-    waiters_seen longer{&eng(1), 200, {}};
-    EXPECT_TRUE(eng(1).poll_alone(1000, record_waiters, &longer));
-    ASSERT_EQ(longer.seen.size(), 200u);
-    for (std::size_t i = 0; i < longer.seen.size(); ++i) {
-        EXPECT_EQ(longer.seen[i], i < 64 ? 0 : 1) << "at check " << i;
-    }
-    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0) << "the poller still counts";
-    waiters_seen budget{&eng(1), 1000, {}};
-    EXPECT_FALSE(eng(1).poll_alone(64, record_waiters, &budget));
-    ASSERT_EQ(budget.seen.size(), 64u);
-    for (std::size_t i = 0; i < budget.seen.size(); ++i) {
-        EXPECT_EQ(budget.seen[i], 0) << "at check " << i;
-    }
-    EXPECT_EQ(ep::engine_test_access::pthread_waiters(eng(1)), 0);
-}
-
-// A pthread polling on past its short wait is a crowd for the next one to come: that one
-// polls its crowd budget (64 at first), not the count it gave.
+// A pthread still polling is a crowd for the next one to come: that one polls its crowd
+// budget (64 at first), not the count it gave, and the count is back to 0 once both return.
 TEST_F(engine_test, poll_alone_sees_a_long_poller_as_a_crowd)
 {
     start();
