@@ -25,7 +25,10 @@
 #define THREADS   4
 #define READY_TAG 1000 /* receiver -> sender: "about to receive" */
 
-static const size_t sizes[] = {8, 4096, 256 * 1024};
+#define MAX_BYTES (256 * 1024)
+
+static const size_t sizes[] = {8, 4096, MAX_BYTES};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
 static long rounds;
 static MPI_Comm comms[THREADS]; /* thread t's */
 
@@ -46,10 +49,10 @@ static uint32_t seed_of(int t, long i)
 static void *sender(void *arg)
 {
     const int t = (int) (intptr_t) arg;
-    char *buf = mt_malloc(256 * 1024);
+    char *buf = mt_malloc(MAX_BYTES);
     for (long i = 0; i < rounds; ++i) {
         const enum timing when = (enum timing) (i % TIMINGS);
-        const size_t bytes = sizes[(i / TIMINGS) % 3];
+        const size_t bytes = sizes[(i / TIMINGS) % NSIZES];
         mt_fill(buf, bytes, seed_of(t, i));
         if (EARLY != when) {
             char ready;
@@ -70,10 +73,10 @@ static void *sender(void *arg)
 static void *receiver(void *arg)
 {
     const int t = (int) (intptr_t) arg;
-    char *buf = mt_malloc(256 * 1024);
+    char *buf = mt_malloc(MAX_BYTES);
     for (long i = 0; i < rounds; ++i) {
         const enum timing when = (enum timing) (i % TIMINGS);
-        const size_t bytes = sizes[(i / TIMINGS) % 3];
+        const size_t bytes = sizes[(i / TIMINGS) % NSIZES];
         /* Wildcards in some rounds (only thread t's sender uses comms[t] towards it). */
         const int source = 0 == i % 5 ? MPI_ANY_SOURCE : 0;
         const int tag = 0 == i % 7 ? MPI_ANY_TAG : t;
