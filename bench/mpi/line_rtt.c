@@ -19,7 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "probe.h"
 
 enum { MAX_BATCHES = 101 };
 
@@ -60,32 +61,6 @@ static void *echo(void *raw)
     return NULL;
 }
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e9 + (double) ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *) a, y = *(const double *) b;
-    return (x > y) - (x < y);
-}
-
-static long parse(const char *name, const char *text, long lo, long hi)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "line_rtt: %s needs an integer in %ld..%ld, not '%s'\n", name, lo, hi,
-                text);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     long pu_a = 0, pu_b = 1, iters = 20000, batches = 11;
@@ -105,13 +80,13 @@ int main(int argc, char **argv)
         }
         const char *val = argv[++i];
         if (0 == strcmp(opt, "-a")) {
-            pu_a = parse("-a", val, 0, CPU_SETSIZE - 1);
+            pu_a = probe_parse("line_rtt", "-a", val, 0, CPU_SETSIZE - 1);
         } else if (0 == strcmp(opt, "-b")) {
-            pu_b = parse("-b", val, 0, CPU_SETSIZE - 1);
+            pu_b = probe_parse("line_rtt", "-b", val, 0, CPU_SETSIZE - 1);
         } else if (0 == strcmp(opt, "-n")) {
-            iters = parse("-n", val, 1, 100000000);
+            iters = probe_parse("line_rtt", "-n", val, 1, 100000000);
         } else if (0 == strcmp(opt, "-k")) {
-            batches = parse("-k", val, 1, MAX_BATCHES);
+            batches = probe_parse("line_rtt", "-k", val, 1, MAX_BATCHES);
         } else {
             fprintf(stderr, "line_rtt: unknown option '%s' (see --help)\n", opt);
             return 2;
@@ -149,7 +124,7 @@ int main(int argc, char **argv)
     double ns[MAX_BATCHES];
     uint64_t i = 0;
     for (long k = 0; k < batches; ++k) {
-        const double t0 = now_ns();
+        const double t0 = probe_now_ns();
         for (long j = 0; j < iters; ++j) {
             ++i;
             /* release: pairs with the echo thread's acquire load */
@@ -158,14 +133,14 @@ int main(int argc, char **argv)
             while (atomic_load_explicit(&shared.pong, memory_order_acquire) != i) {
             }
         }
-        ns[k] = (now_ns() - t0) / (double) iters;
+        ns[k] = (probe_now_ns() - t0) / (double) iters;
     }
     pthread_join(t, NULL);
     if (arg.error != 0) {
         fprintf(stderr, "line_rtt: cannot run on PU %ld: %s\n", pu_b, strerror(arg.error));
         return 1;
     }
-    qsort(ns, (size_t) batches, sizeof ns[0], cmp_double);
+    qsort(ns, (size_t) batches, sizeof ns[0], probe_cmp_double);
     printf("line_rtt_ns=%.1f min=%.1f max=%.1f pus=%ld,%ld\n", ns[batches / 2], ns[0],
            ns[batches - 1], pu_a, pu_b);
     return 0;

@@ -71,9 +71,13 @@ BENCH_EP_LDADD = %reldir%/libbench_mpiv.la %reldir%/libbench_mpi.la \
 %canon_reldir%_ep_msgrate_LDADD = $(BENCH_EP_LDADD)
 # line_rtt: no MPI; the cache-line round trip between two PUs that bench/compare records.
 benchmpi_PROGRAMS += %reldir%/line_rtt
-%canon_reldir%_line_rtt_SOURCES = %reldir%/line_rtt.c
+%canon_reldir%_line_rtt_SOURCES = %reldir%/line_rtt.c %reldir%/probe.h
 %canon_reldir%_line_rtt_CFLAGS = $(BENCH_MPI_CFLAGS) -pthread
 %canon_reldir%_line_rtt_LDFLAGS = -pthread
+# mem_lat: no MPI; memory latency and a ULT-like footprint beyond the last-level cache.
+benchmpi_PROGRAMS += %reldir%/mem_lat
+%canon_reldir%_mem_lat_SOURCES = %reldir%/mem_lat.c %reldir%/probe.h
+%canon_reldir%_mem_lat_CFLAGS = $(BENCH_MPI_CFLAGS)
 # overlap.c stands alone, without the common code of the other benchmarks.
 %canon_reldir%_overlap_SOURCES = %reldir%/overlap.c
 %canon_reldir%_overlap_CPPFLAGS = $(OMPI_CPPFLAGS)

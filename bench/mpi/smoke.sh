@@ -157,6 +157,18 @@ fi
 rc=$?
 [ $rc -eq 2 ] || fail "line_rtt with one PU twice gave exit status $rc, expected 2"
 
+# mem_lat (no MPI): both measurements print a positive time; lines that overflow their
+# region are refused.
+out=$("$bindir/mem_lat" -m 8 -n 100000 -k 3 2>&1)
+[[ $out =~ ^mem_lat_ns=[0-9]+\.[0-9]\ min=[0-9.]+\ max=[0-9.]+\ mib=8$ ]] &&
+    [[ $out != mem_lat_ns=0.0* ]] || fail "mem_lat printed '$out'"
+out=$("$bindir/mem_lat" -u 256 -l 4 -s 4096 -k 3 2>&1)
+[[ $out =~ ^visit_ns=[0-9]+\.[0-9]\ min=[0-9.]+\ max=[0-9.]+\ ults=256\ lines=4\ stack=4096$ ]] &&
+    [[ $out != visit_ns=0.0* ]] || fail "mem_lat -u printed '$out'"
+"$bindir/mem_lat" -u 4 -l 65 -s 4096 >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "mem_lat with 65 lines in a 4096-byte region gave exit status $rc, expected 2"
+
 # ult_pingpong: mpiv ULTs, so pml mpiv only; from the build tree when it holds the component.
 mpiv=()
 builddir=${MPIV_BUILDDIR:-}
