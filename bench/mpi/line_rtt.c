@@ -140,8 +140,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "line_rtt: cannot run on PU %ld: %s\n", pu_b, strerror(arg.error));
         return 1;
     }
-    qsort(ns, (size_t) batches, sizeof ns[0], probe_cmp_double);
-    printf("line_rtt_ns=%.1f min=%.1f max=%.1f pus=%ld,%ld\n", ns[batches / 2], ns[0],
-           ns[batches - 1], pu_a, pu_b);
+    char tail[48];
+    snprintf(tail, sizeof tail, "pus=%ld,%ld", pu_a, pu_b);
+    probe_report("line_rtt_ns", ns, batches, tail);
     return 0;
 }

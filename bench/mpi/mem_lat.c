@@ -66,12 +66,6 @@ static void *map(size_t bytes)
     return m;
 }
 
-static void report(const char *name, double *ns, long batches, const char *tail)
-{
-    qsort(ns, (size_t) batches, sizeof ns[0], probe_cmp_double);
-    printf("%s=%.1f min=%.1f max=%.1f %s\n", name, ns[batches / 2], ns[0], ns[batches - 1], tail);
-}
-
 static void chase(long mib, long loads, long batches)
 {
     const size_t lines = (size_t) mib * 1024 * 1024 / LINE;
@@ -96,7 +90,7 @@ static void chase(long mib, long loads, long batches)
     }
     char tail[64];
     snprintf(tail, sizeof tail, "mib=%ld", mib);
-    report("mem_lat_ns", ns, batches, tail);
+    probe_report("mem_lat_ns", ns, batches, tail);
 }
 
 static void footprint(long ults, long lines, long stack, long batches)
@@ -127,7 +121,7 @@ static void footprint(long ults, long lines, long stack, long batches)
     free(order);
     char tail[96];
     snprintf(tail, sizeof tail, "ults=%ld lines=%ld stack=%ld", ults, lines, stack);
-    report("visit_ns", ns, batches, tail);
+    probe_report("visit_ns", ns, batches, tail);
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,7 @@
 /*
  * probe.h: what the machine probes without MPI (line_rtt, mem_lat) share: a monotonic
- * clock in ns, a comparison for qsort of doubles, and option parsing that exits with
- * status 2 and a message naming the option on a bad value.
+ * clock in ns, the report of a set of timed batches (median, min, max), and option
+ * parsing that exits with status 2 and a message naming the option on a bad value.
  */
 #ifndef MPIV_BENCH_PROBE_H
 #define MPIV_BENCH_PROBE_H
@@ -22,6 +22,14 @@ static inline int probe_cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *) a, y = *(const double *) b;
     return (x > y) - (x < y);
+}
+
+/* Sort the @p batches times in @p ns and print "NAME=MEDIAN min=MIN max=MAX TAIL". */
+static inline void probe_report(const char *name, double *ns, long batches, const char *tail)
+{
+    qsort(ns, (size_t) batches, sizeof ns[0], probe_cmp_double);
+    printf("%s=%.1f min=%.1f max=%.1f %s\n", name, ns[batches / 2], ns[0], ns[batches - 1],
+           tail);
 }
 
 /* The integer value of option @p name, in lo..hi; otherwise a message and exit(2). */
