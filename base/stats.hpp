@@ -106,7 +106,9 @@ namespace mpiv::base::stats {
     X(server_polls_with_work, "polls", "Polls of the communication-server thread that found "   \
                                        "something to do")                                       \
     X(table_growths, "growths", "Growths of the matching hash table's bucket array (each "     \
-                                "multiplies the bucket count by 4)")
+                                "multiplies the bucket count by 4)")                            \
+    X(scratch_calls, "calls", "Engine calls ULTs made on their worker's scratch stack (from "    \
+                              "mpiv_params_t::scratch_ults live ULTs per worker on)")
 
 // X(name, unit, description): the counters kept per communicator (see the design above).
 #define MPIV_STATS_COMM_COUNTERS(X)                                                               \

@@ -7,6 +7,7 @@
 
 #include "base/log.hpp"
 #include "endpoints/engine.hpp"
+#include "sched/worker.hpp"
 
 namespace {
 
@@ -22,6 +23,32 @@ static_assert(alignof(ep::send_op) <= alignof(mpiv_p2p_op_t) &&
 
 ep::engine *eng(mpiv_p2p_t *e) { return reinterpret_cast<ep::engine *>(e); }
 ep::comm_state *cm(mpiv_p2p_comm_t *c) { return reinterpret_cast<ep::comm_state *>(c); }
+
+// The engine calls a ULT makes between its blocks (a send, a receive's post) run on its
+// worker's scratch stack once it has many ULTs: their frames stay in the cache however
+// many ULTs take turns (sched/worker.hpp, "Scratch stack"). Out of line, so that the
+// direct calls do not pay for the closure.
+using mpiv::sched::worker;
+
+[[gnu::noinline]] status isend_on_scratch(ep::engine &e, ep::comm_state &c, uint32_t peer,
+                                          int32_t self_rank, int32_t dest, int32_t tag,
+                                          const void *buf, size_t bytes, unsigned flags,
+                                          void *user, ep::send_op &op, mpiv_p2p_status_t &st)
+{
+    status rc = status::ok;
+    worker::on_scratch(
+        [&] { rc = e.isend(c, peer, self_rank, dest, tag, buf, bytes, flags, user, op, st); });
+    return rc;
+}
+
+[[gnu::noinline]] status irecv_on_scratch(ep::engine &e, ep::comm_state &c, int32_t source,
+                                          int32_t tag, void *buf, size_t bytes, void *user,
+                                          ep::recv_op &op, mpiv_p2p_status_t &st)
+{
+    status rc = status::ok;
+    worker::on_scratch([&] { rc = e.irecv(c, source, tag, buf, bytes, user, op, st); });
+    return rc;
+}
 
 mpiv_status_t null_arg(const char *fn, const char *name)
 {
@@ -258,6 +285,10 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_isend(mpiv_p2p_t *engine, mpiv_p2p_co
         return null_arg(__func__, "engine/comm/op/status_p");
     }
     auto *s = new (op->bytes) ep::send_op;
+    if (worker::scratch_wanted()) {
+        return to_c(isend_on_scratch(*eng(engine), *cm(comm), peer, self_rank, dest, tag, buf,
+                                     bytes, flags, user, *s, *status_p));
+    }
     return to_c(eng(engine)->isend(*cm(comm), peer, self_rank, dest, tag, buf, bytes, flags, user,
                                    *s, *status_p));
 }
@@ -305,6 +336,10 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_irecv(mpiv_p2p_t *engine, mpiv_p2p_co
         return null_arg(__func__, "engine/comm/op/status_p");
     }
     auto *r = new (op->bytes) ep::recv_op;
+    if (worker::scratch_wanted()) {
+        return to_c(irecv_on_scratch(*eng(engine), *cm(comm), source, tag, buf, bytes, user, *r,
+                                     *status_p));
+    }
     return to_c(eng(engine)->irecv(*cm(comm), source, tag, buf, bytes, user, *r, *status_p));
 }
 

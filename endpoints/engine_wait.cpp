@@ -251,7 +251,8 @@ void engine::wait_end(waiter *w) noexcept
         // Inline progress: the waiting ULTs poll, yielding between polls; with a server
         // thread they block until the completion signals them.
         if (!s->test() && params_.progress != MPIV_P2P_PROGRESS_SERVER) {
-            progress();
+            // On the worker's scratch stack: this ULT's own is cold when many take turns.
+            sched::worker::on_scratch([this] { progress(); });
             if (!s->test()) {
                 // This worker's count, on its own thread: no switch between the count and
                 // the look for the poller, nor in the poller between its last look at the

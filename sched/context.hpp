@@ -1,8 +1,10 @@
 // Execution contexts: a stack pointer plus the sanitizer bookkeeping a stack switch needs.
 //
-// jump() is the only way mpiv switches stacks. It tells AddressSanitizer which stack
-// becomes current (__sanitizer_start/finish_switch_fiber) and ThreadSanitizer which
-// fiber runs (__tsan_switch_to_fiber), so both keep working across ULT switches.
+// jump() and call_on() are the only ways mpiv switches stacks. jump() tells
+// AddressSanitizer which stack becomes current (__sanitizer_start/finish_switch_fiber) and
+// ThreadSanitizer which fiber runs (__tsan_switch_to_fiber), so both keep working across
+// ULT switches. call_on() runs one call on another stack within the same fiber: only
+// AddressSanitizer needs telling (ThreadSanitizer tracks calls, not stack pointers).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,7 @@ extern "C" {
 // Implemented per ISA in sched/arch/<isa>/mpiv_ctx_<isa>_<abi>.S.
 void *mpiv_ctx_jump(void **save_sp, void *next_sp, void *transfer);
 void *mpiv_ctx_make(void *stack_top, void (*entry)(void *transfer, void *arg), void *arg);
+void mpiv_ctx_call(void *arg, void (*fn)(void *arg), void *stack_top);
 }
 
 namespace mpiv::sched {
@@ -109,6 +112,37 @@ inline void *jump(context &from, context &to, void *transfer, bool exiting = fal
     __sanitizer_finish_switch_fiber(from.fake_stack, nullptr, nullptr);
 #endif
     return r;
+}
+
+/// Call fn(arg) on the stack [lo, lo + size) and return once it returns. @p self is the
+/// running context: while the call runs, its stack is that one, so that a jump() away
+/// from inside the call and back tells AddressSanitizer the right stack. The caller owns
+/// [lo, lo + size) until the call returns (lo and size page-aligned).
+inline void call_on(context &self, void *lo, std::size_t size, void (*fn)(void *), void *arg)
+{
+    void *const top = static_cast<char *>(lo) + size;
+#if MPIV_ASAN_FIBERS
+    struct hop {
+        void (*fn)(void *);
+        void *arg;
+        const void *own_lo;
+        std::size_t own_size;
+    } h{fn, arg, self.stack_lo, self.stack_size};
+    self.set_stack(lo, size);
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, lo, size);
+    mpiv_ctx_call(&h, [](void *p) {
+        const hop &on = *static_cast<hop *>(p);
+        __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+        on.fn(on.arg);
+        __sanitizer_start_switch_fiber(nullptr, on.own_lo, on.own_size); // this stack's frames end
+    }, top);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+    self.set_stack(const_cast<void *>(h.own_lo), h.own_size);
+#else
+    (void)self;
+    mpiv_ctx_call(arg, fn, top);
+#endif
 }
 
 } // namespace mpiv::sched

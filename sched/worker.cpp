@@ -58,9 +58,10 @@ class alloc_guard {
 } // namespace
 
 worker::worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
-               hwloc_const_cpuset_t pu)
+               hwloc_const_cpuset_t pu, std::uint32_t scratch_ults)
     : id_(id), capacity_(capacity), stacks_(stacks), topo_(topo), pu_(hwloc_bitmap_dup(pu)),
-      slots_(nullptr), slots_bytes_(sizeof(slot) * capacity), runset_(capacity)
+      slots_(nullptr), slots_bytes_(sizeof(slot) * capacity), scratch_ults_(scratch_ults),
+      runset_(capacity)
 {
     void *p = mmap(nullptr, slots_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -135,6 +136,11 @@ void worker::main()
     base::set_thread_yield_hook(yield_hook);
     base::set_park_ops(&k_park_ops);
     adopt_thread(sched_ctx_);
+    if (scratch_ults_ != UINT32_MAX && stacks_.get(scratch_) != status::ok) {
+        scratch_ = stack_region{}; // on_scratch() calls run in place
+        base::log(base::log_level::warn, "worker %u: no scratch stack; engine calls of its "
+                                         "ULTs run on their own stacks", id_);
+    }
     // sync: release; pairs with the acquire load in start().
     running_.store(true, std::memory_order_release);
     // sync: acquire; pairs with the release store in stop().
@@ -147,6 +153,10 @@ void worker::main()
         }
     }
     base::set_thread_yield_hook(nullptr);
+    if (scratch_.lo != nullptr) {
+        stacks_.put(scratch_); // no ULT runs any more: none holds it
+        scratch_ = stack_region{};
+    }
     t_worker_ = nullptr;
     // sync: release; pairs with the acquire load in quiesce(): no ULT runs here any more.
     running_.store(false, std::memory_order_release);
@@ -230,9 +240,19 @@ void worker::quiesce() noexcept
     }
 }
 
+void worker::call_on_scratch(void (*fn)(void *), void *arg) noexcept
+{
+    const stack_region s = scratch_;
+    scratch_ = stack_region{}; // lent to the running ULT (ULTs stay on their worker)
+    call_on(t_current_->ctx, s.lo, s.size, fn, arg);
+    scratch_ = s;
+    base::stats::add(base::stats::counter::scratch_calls);
+}
+
 void worker::reap(ult &u)
 {
     retire(u.ctx);
+    live_count_.fetch_sub(1, std::memory_order_relaxed);
     const std::uint32_t id = u.id;
     const stack_region stack = u.stack;
     if (u.local_stack && local_stacks_.size() < k_stack_cache) {
@@ -358,6 +378,7 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     }
     handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
     u->handle = handle;
+    live_count_.fetch_add(1, std::memory_order_relaxed);
     // sync: release; pairs with the acquire load in dispatch(): u and its context are set.
     s.state.store(slot_state::live, std::memory_order_release);
     wake(id);

@@ -37,6 +37,17 @@
 //   ULT run of this worker which started before its request has ended calls quiesce():
 //   it bumps ack_req_ and waits for ack_, which the scheduler stores between two passes
 //   (acknowledge()) and before it sleeps. Nothing on the ULT switch path pays for it.
+// - Scratch stack (on_scratch): a worker keeps one stack of the pool's size on which its
+//   ULTs run the calls that do not outlive their caller (a send, the post of a receive,
+//   a poll of the engine's progress). A ULT that resumes after thousands of others finds
+//   its own stack cold: every frame those calls push below its blocked frames costs a
+//   cache miss, one after another. Their frames on the worker's one scratch stack stay
+//   hot. With few ULTs their stacks stay in the cache anyway and the switch (a few ns a
+//   call) would be a loss: the scratch stack is used from scratch_ults_ live ULTs on.
+//   It is lent, not shared: a ULT takes it (scratch_ empty) for the duration of the call
+//   and gives it back after; meanwhile the calls of its worker's other ULTs (it may block
+//   inside, a nested call may come) run on their own stacks. So a call may block, yield
+//   or park inside like any other. scratch_ is owner-only (no atomics).
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -44,6 +55,7 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <hwloc.h>
@@ -91,8 +103,10 @@ class worker {
     /// Direct switches (t_next_) allowed per scheduling pass: the fairness bound's slack.
     static constexpr std::uint32_t k_max_streak = 32;
 
+    /// @param scratch_ults live ULTs from which on_scratch() uses the scratch stack
+    ///        (mpiv_params_t::scratch_ults; UINT32_MAX: never)
     worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
-           hwloc_const_cpuset_t pu);
+           hwloc_const_cpuset_t pu, std::uint32_t scratch_ults);
     ~worker();
     worker(const worker &) = delete;
     worker &operator=(const worker &) = delete;
@@ -155,8 +169,11 @@ class worker {
     }
 
     std::uint32_t id() const noexcept { return id_; }
-    /// Live (not yet exited) ULTs: a scan of the slot table, so spawn and exit pay no
-    /// shared counter. Exact only while no ULT is spawned or exits concurrently.
+    /// Live ULTs from which on_scratch() uses the scratch stack.
+    std::uint32_t scratch_ults() const noexcept { return scratch_ults_; }
+    /// Live (not yet exited) ULTs: a scan of the slot table (on_scratch() reads the
+    /// running count live_count_ instead). Exact only while no ULT is spawned or exits
+    /// concurrently.
     std::uint32_t live() const noexcept;
     /// Ids of live ULTs, at most @p max (diagnostics; racy by nature).
     std::vector<std::uint32_t> live_ids(std::size_t max) const;
@@ -173,6 +190,33 @@ class worker {
     static worker *current() noexcept { return t_worker_; }
     /// The ULT running on the calling thread, or nullptr.
     static ult *current_ult() noexcept { return t_current_; }
+
+    /// Whether on_scratch() would switch stacks: the caller is a ULT whose worker has at
+    /// least scratch_ults live ULTs and its scratch stack at hand (not lent out to a
+    /// nested call, or to another ULT of the worker blocked inside one). For callers whose
+    /// fast path must not build on_scratch()'s closure.
+    /// @context any thread
+    [[gnu::always_inline]] static bool scratch_wanted() noexcept
+    {
+        const worker *const w = t_worker_;
+        // Relaxed: a hint; the count only chooses the stack.
+        return w != nullptr && t_current_ != nullptr &&
+               w->live_count_.load(std::memory_order_relaxed) >= w->scratch_ults_ &&
+               w->scratch_.lo != nullptr;
+    }
+
+    /// Call @p f() (noexcept, void) on the calling ULT's worker's scratch stack when
+    /// scratch_wanted() (see the design note), in place otherwise.
+    /// @context any thread; the calling ULT may block inside @p f
+    template <class F> static void on_scratch(F &&f) noexcept
+    {
+        if (__builtin_expect(!scratch_wanted(), 1)) {
+            f();
+            return;
+        }
+        t_worker_->call_on_scratch([](void *o) { (*static_cast<std::remove_reference_t<F> *>(o))(); },
+                                   &f);
+    }
 
     /// Yield the calling ULT (it runs again within a bounded number of dispatches).
     static void yield_current() noexcept;
@@ -269,6 +313,8 @@ class worker {
     }
     void idle();
     void release_id(std::uint32_t id);
+    /// on_scratch()'s switch: fn(arg) on scratch_, lent to the running ULT meanwhile.
+    void call_on_scratch(void (*fn)(void *), void *arg) noexcept;
     slot &slot_at(std::uint32_t id) const noexcept { return slots_[id]; }
 
     // initial-exec: read on every switch; the general-dynamic model would call
@@ -290,6 +336,14 @@ class worker {
     std::size_t slots_bytes_;
     std::thread thread_;
     context sched_ctx_;
+    /// The scratch stack; empty while lent out, when scratch_ults_ is UINT32_MAX, or when
+    /// the pool had none (owner-only).
+    stack_region scratch_;
+    const std::uint32_t scratch_ults_;
+    /// Live ULTs: spawned, not yet reaped. Any spawner adds, the owner subtracts (relaxed:
+    /// it only chooses the stack of on_scratch()). On its own line: spawners on other
+    /// threads write it, the owner reads the fields above on every switch.
+    alignas(k_false_sharing) std::atomic<std::uint32_t> live_count_{0};
 
     runset runset_;
     alignas(k_false_sharing) std::atomic<std::uint32_t> sleeping_{0};

@@ -142,7 +142,11 @@ static void usage(FILE *f, const char *prog, const char *summary, unsigned commo
     for (int i = 0; i < nextra; ++i) {
         char head[64];
         snprintf(head, sizeof head, "--%s V", extra[i].name);
-        fprintf(f, "      %-16s%s\n", head, extra[i].help);
+        if (strlen(head) < 16) {
+            fprintf(f, "      %-16s%s\n", head, extra[i].help);
+        } else {
+            fprintf(f, "      %s\n%22s%s\n", head, "", extra[i].help);
+        }
     }
     fprintf(f, "  -h, --help          this text\n");
 }

@@ -1,7 +1,9 @@
 /* mpiv ULTs in the MPI benchmarks; see bench_ult.h. */
 #include "bench_ult.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,12 @@ void bench_ult_opts_init(struct bench_ult_opts *o, struct bench_extra_opt *extra
         &o->workers};
     extra[1] = (struct bench_extra_opt){
         "stack-size", "ULT stack bytes, k/M suffixes, >= 16k (default 16k)", &o->stack_size};
+    o->scratch_ults = "default";
+    extra[2] = (struct bench_extra_opt){
+        "scratch-ults",
+        "live ULTs per worker from which their engine calls use its scratch stack\n"
+        "                      (0: always; default: the runtime's, from the cache size)",
+        &o->scratch_ults};
 }
 
 mpiv_params_t bench_ult_params(const struct bench_ult_opts *o, const char *prog,
@@ -51,6 +59,19 @@ mpiv_params_t bench_ult_params(const struct bench_ult_opts *o, const char *prog,
     memset(&params, 0, sizeof params);
     params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
     params.stack_size = stack;
+    if (0 != strcmp(o->scratch_ults, "default")) {
+        errno = 0;
+        end = NULL;
+        unsigned long long scratch = strtoull(o->scratch_ults, &end, 10);
+        if ('\0' != *end || end == o->scratch_ults || '-' == o->scratch_ults[0] || 0 != errno ||
+            scratch > UINT32_MAX) {
+            fprintf(stderr, "%s: --scratch-ults needs 0..4294967295 or default, not '%s' "
+                            "(try --help)\n", prog, o->scratch_ults);
+            exit(BENCH_EXIT_USAGE);
+        }
+        params.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
+        params.scratch_ults = (uint32_t) scratch;
+    }
     if (workers > 0) {
         params.field_mask |= MPIV_PARAM_FIELD_NUM_WORKERS;
         params.num_workers = (unsigned) workers;

@@ -47,7 +47,8 @@ enum mpiv_params_field {
     MPIV_PARAM_FIELD_CPUSET = 1u << 1,
     MPIV_PARAM_FIELD_STACK_SIZE = 1u << 2,
     MPIV_PARAM_FIELD_MAX_ULTS = 1u << 3,
-    MPIV_PARAM_FIELD_GUARD_PAGES = 1u << 4
+    MPIV_PARAM_FIELD_GUARD_PAGES = 1u << 4,
+    MPIV_PARAM_FIELD_SCRATCH_ULTS = 1u << 5
 };
 
 /** Guard-page policy for ULT stacks. */
@@ -73,6 +74,16 @@ typedef struct mpiv_params {
     uint32_t max_ults_per_worker; /**< live ULTs per worker (default and maximum
                                        1,048,576, minimum 64) */
     mpiv_guard_pages_t guard_pages; /**< stack guard-page policy (default AUTO) */
+    uint32_t scratch_ults;        /**< live ULTs of a worker (each worker counts its
+                                       own) from which they make the MPI library's short
+                                       calls (a send, the post of a receive, the poll
+                                       before a wait) on the worker's scratch stack, whose
+                                       frames stay in the cache, instead of on their own,
+                                       cold once many ULTs take turns (default: the
+                                       worker's last-level cache size / 8 KiB, at least
+                                       64: 4,096 for 32 MiB, and 4,096 when hwloc knows no
+                                       cache; 0: always; UINT32_MAX: never, and no scratch
+                                       stack is made) */
 } mpiv_params_t;
 
 /**

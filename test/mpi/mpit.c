@@ -234,7 +234,7 @@ int main(int argc, char **argv)
                          "tlp_high", "tlp_low", "tlp_high_wait_ns", "tlp_low_wait_ns",
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
                          "ult_switches", "ult_wakeups", "ult_parks", "pool_steals", "pool_empty",
-                         "server_polls", "server_polls_with_work", "table_growths",
+                         "server_polls", "server_polls_with_work", "table_growths", "scratch_calls",
                          "unexpected_now",
                          "unexpected_max", "posted_now", "posted_max", "comm_sent",
                          "comm_bytes_sent", "comm_received", "comm_unexpected",

@@ -19,9 +19,9 @@
 #   MPIV_TEST_TOP_BUILDDIR top build directory (holds test/mpi/NAME and ompi-component/.libs)
 #   MPIV_TEST_OMPI_PKGLIBDIR  Open MPI's component directory (default: ask ompi_info)
 #   MPIV_TEST_REQUIRE_PML  when 1, a missing mca_pml_mpiv.so fails the test instead of skipping
-#   MPIV_TEST_EAGER, MPIV_TEST_ITERS, MPIV_TEST_THREADS, MPIV_TEST_TIME_MULTIPLIER and
-#   MPIV_TEST_THREAD_MULTIPLE (mpi_test.h: ask for MPI_THREAD_MULTIPLE) are passed
-#   on to the program.
+#   MPIV_TEST_EAGER, MPIV_TEST_ITERS, MPIV_TEST_THREADS, MPIV_TEST_TIME_MULTIPLIER,
+#   MPIV_TEST_THREAD_MULTIPLE (mpi_test.h: ask for MPI_THREAD_MULTIPLE), MPIV_TEST_ULTS and
+#   MPIV_TEST_SCRATCH_ULTS (ult.c) are passed on to the program.
 set -u
 
 expect_abort=no
@@ -88,7 +88,7 @@ ob1)
     ;;
 esac
 for var in MPIV_TEST_EAGER MPIV_TEST_ITERS MPIV_TEST_THREADS MPIV_TEST_TIME_MULTIPLIER \
-    MPIV_TEST_THREAD_MULTIPLE; do
+    MPIV_TEST_THREAD_MULTIPLE MPIV_TEST_ULTS MPIV_TEST_SCRATCH_ULTS; do
     eval "value=\${$var-}"
     [ -n "$value" ] && set -- -x "$var" "$@"
 done

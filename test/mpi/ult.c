@@ -9,11 +9,15 @@
  * errors a blocking receive returns (error_body). Under ob1, whose blocking calls block
  * the worker's thread and with it every ULT of that worker (a ULT blocked in MPI_Recv can
  * then keep the peer's ULT waiting for it from ever running), the default is one ULT per
- * worker, each on its own worker.
+ * worker, each on its own worker. The ULTs make their non-blocking engine calls on their
+ * workers' scratch stacks (mpiv_params_t::scratch_ults 0, whatever the ULT count), unless
+ * env MPIV_TEST_SCRATCH_ULTS names another threshold ("default": the runtime's).
  */
 #include "mpi_test.h"
 
 #include <mpiv/mpiv.h>
+
+#include <string.h>
 
 #define ROUNDS 4
 
@@ -101,7 +105,14 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "ult", MPI_THREAD_MULTIPLE);
     MT_CHECK(mt_size == 2, "needs 2 processes, got %d", mt_size);
     peer = 1 - mt_rank;
-    MT_CHECK(MPIV_OK == mpiv_init(NULL), "mpiv_init failed");
+    mpiv_params_t params;
+    memset(&params, 0, sizeof params);
+    const char *scratch = getenv("MPIV_TEST_SCRATCH_ULTS");
+    if (NULL == scratch || 0 != strcmp(scratch, "default")) {
+        params.field_mask = MPIV_PARAM_FIELD_SCRATCH_ULTS;
+        params.scratch_ults = NULL != scratch ? (uint32_t) strtoul(scratch, NULL, 10) : 0;
+    }
+    MT_CHECK(MPIV_OK == mpiv_init(&params), "mpiv_init failed");
     MT_CHECK(MPIV_OK == mpiv_num_workers(&mine), "mpiv_num_workers failed");
     workers = (int) mine;
     /* both processes must run as many ULTs */

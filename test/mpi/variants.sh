@@ -8,7 +8,7 @@
 # comm_info at verbose level 2 (MPI_Comm_set_info assertions applied), the endpoints tests'
 # other modes (16 threads, churn, below MPI_THREAD_MULTIPLE; endpoints_split by 16 threads
 # and by 64 ULTs per process; endpoints_p2p's patterns in both configurations), and unexpected at verbose level 1 (the warning that messages
-# pile up before their receives).
+# pile up before their receives), and ult with the runtime's scratch-stack threshold.
 # Runs a few test/mpi programs through run.sh for each; environment as for run.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +31,14 @@ for config in \
         rm -f "$out"
     done
 done
+# ult runs its engine calls on the scratch stack (scratch_ults 0); once more with the
+# runtime's threshold, below which 1000 ULTs stay on their own stacks.
+if MPIV_TEST_SCRATCH_ULTS=default "$here/run.sh" ult 2 >/dev/null 2>&1; then
+    echo "PASS ult with the runtime's scratch_ults"
+else
+    echo "FAIL ult with the runtime's scratch_ults (rerun: MPIV_TEST_SCRATCH_ULTS=default run.sh ult 2)"
+    status=1
+fi
 for test in "p2p_sizes 2" "datatypes 2" "probe 2" "cancel 2" "persistent 2" "truncate 2" \
     "request_free 2" "bsend 2" "comm_info 3" "status_error 2" "hol_block 3" "comm_churn 2"; do
     set -- $test

@@ -90,4 +90,32 @@ mpiv_ctx_start:
     .cfi_endproc
     .size   mpiv_ctx_start, .-mpiv_ctx_start
 
+/* void mpiv_ctx_call(void *arg, void (*fn)(void *arg), void *stack_top)
+ * Calls fn(arg) with sp at stack_top (16-byte aligned, exclusive) and returns on the
+ * caller's stack once fn returns. x29 (callee-saved) keeps the caller's sp across fn and
+ * is the frame's CFA register, so unwinders walk from fn's frames back to the caller's. */
+    .globl  mpiv_ctx_call
+    .hidden mpiv_ctx_call
+    .type   mpiv_ctx_call, %function
+    .p2align 4
+mpiv_ctx_call:
+    .cfi_startproc
+    stp     x29, x30, [sp, #-16]!
+    .cfi_def_cfa_offset 16
+    .cfi_offset x29, -16
+    .cfi_offset x30, -8
+    mov     x29, sp
+    .cfi_def_cfa_register x29
+    mov     sp, x2
+    blr     x1                  /* arg is already in x0 */
+    mov     sp, x29
+    .cfi_def_cfa_register sp
+    ldp     x29, x30, [sp], #16
+    .cfi_def_cfa_offset 0
+    .cfi_restore x29
+    .cfi_restore x30
+    ret
+    .cfi_endproc
+    .size   mpiv_ctx_call, .-mpiv_ctx_call
+
     .section .note.GNU-stack, "", %progbits

@@ -114,4 +114,30 @@ mpiv_ctx_start:
     .cfi_endproc
     .size   mpiv_ctx_start, .-mpiv_ctx_start
 
+/* void mpiv_ctx_call(void *arg, void (*fn)(void *arg), void *stack_top)
+ * Calls fn(arg) with the stack pointer at stack_top (16-byte aligned, exclusive) and
+ * returns on the caller's stack once fn returns: an ordinary call whose frames go to
+ * another stack. No register is saved beyond the call's own: rbp keeps the caller's
+ * stack pointer across fn (callee-saved) and is the frame's CFA register, so debuggers
+ * and unwinders walk from fn's frames back to the caller's. */
+    .globl  mpiv_ctx_call
+    .hidden mpiv_ctx_call
+    .type   mpiv_ctx_call, @function
+    .p2align 4
+mpiv_ctx_call:
+    .cfi_startproc
+    pushq   %rbp
+    .cfi_def_cfa_offset 16
+    .cfi_offset %rbp, -16
+    movq    %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    movq    %rdx, %rsp
+    callq   *%rsi               /* arg is already in rdi */
+    movq    %rbp, %rsp
+    popq    %rbp
+    .cfi_def_cfa %rsp, 8
+    ret
+    .cfi_endproc
+    .size   mpiv_ctx_call, .-mpiv_ctx_call
+
     .section .note.GNU-stack, "", @progbits

@@ -190,12 +190,17 @@ class engine_test : public ::testing::Test {
         }
     }
 
-    void start_runtime(unsigned workers)
+    /// @param scratch_ults mpiv_params_t::scratch_ults, or -1 for the runtime's default
+    void start_runtime(unsigned workers, std::int64_t scratch_ults = -1)
     {
         mpiv_params_t p{};
         p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_STACK_SIZE;
         p.num_workers = workers;
         p.stack_size = 256 * 1024;
+        if (scratch_ults >= 0) {
+            p.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
+            p.scratch_ults = static_cast<std::uint32_t>(scratch_ults);
+        }
         ASSERT_EQ(mpiv::sched::runtime::init(&p), status::ok);
         runtime_ = true;
     }

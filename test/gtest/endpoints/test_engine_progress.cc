@@ -1,6 +1,7 @@
 // engine: back-pressure with a tiny queue and pool, waits from pthreads (inline and server
 // progress) and from ULTs, and a lone pthread's polling before it waits (fixture in
 // engine_fixture.hpp; bad input: test_engine_input.cc).
+#include "base/stats.hpp"
 #include "test/gtest/endpoints/engine_fixture.hpp"
 
 namespace mpiv::ep {
@@ -346,7 +347,7 @@ class engine_wait : public engine_test,
         p1.progress = GetParam();
         start(p0, p1);
     }
-    void ult_waiters(int ults, std::size_t rounds);
+    void ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults = -1);
 
     void world(wait_world &w, int waiters, std::size_t rounds)
     {
@@ -404,10 +405,25 @@ TEST_P(engine_wait, ult_waiters_past_the_kept_waits)
     ult_waiters(160, iterations(20, 4));
 }
 
-void engine_wait::ult_waiters(int ults, std::size_t rounds)
+// The same with every ULT's poll before it blocks (and the completions it makes) on its
+// worker's scratch stack (sched/worker.hpp), however few ULTs live.
+TEST_P(engine_wait, ult_waiters_polling_on_the_scratch_stack)
+{
+    using mpiv::base::stats::counter;
+    const std::uint64_t before = mpiv::base::stats::read(counter::scratch_calls);
+    ult_waiters(16, iterations(100, 10), 0);
+    const std::uint64_t calls = mpiv::base::stats::read(counter::scratch_calls) - before;
+    if (GetParam() == MPIV_P2P_PROGRESS_INLINE) {
+        EXPECT_GT(calls, 0u) << "no poll ran on the scratch stack";
+    } else {
+        EXPECT_EQ(calls, 0u) << "a server thread polls: the ULTs only block";
+    }
+}
+
+void engine_wait::ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults)
 {
     start_mode();
-    start_runtime(2);
+    start_runtime(2, scratch_ults);
     mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
     ASSERT_NE(rt, nullptr);
     wait_world w;

@@ -11,8 +11,9 @@ namespace mpiv::test {
 
 class sched_test : public ::testing::Test {
   protected:
+    /// @param scratch_ults mpiv_params_t::scratch_ults, or -1 for the runtime's default
     void start(unsigned workers = 2, std::uint32_t max_ults = 1u << 20,
-               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO)
+               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO, std::int64_t scratch_ults = -1)
     {
         mpiv_params_t p{};
         p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_MAX_ULTS |
@@ -21,6 +22,10 @@ class sched_test : public ::testing::Test {
         p.max_ults_per_worker = max_ults;
         p.guard_pages = guards;
         p.stack_size = 32 * 1024;
+        if (scratch_ults >= 0) {
+            p.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
+            p.scratch_ults = static_cast<std::uint32_t>(scratch_ults);
+        }
         ASSERT_EQ(sched::runtime::init(&p), status::ok);
         rt_ = sched::runtime::get();
         ASSERT_NE(rt_, nullptr);

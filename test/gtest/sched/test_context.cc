@@ -3,6 +3,7 @@
 
 #include <cfenv>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "sched/context.hpp"
@@ -157,6 +158,50 @@ TEST(context, callee_saved_values_survive_switches)
     EXPECT_EQ(e, 5005u);
     EXPECT_EQ(g, 6006u);
     mpiv::sched::retire(f.fiber);
+}
+
+// call_on(): a call whose frames go to another stack, and back to the caller's.
+struct call_probe {
+    std::uintptr_t frame = 0;
+    int depth = 0;
+};
+
+int burn(int n)
+{
+    volatile char pad[256]; // about 300 bytes of stack per level
+    pad[0] = static_cast<char>(n);
+    return n == 0 ? pad[0] : burn(n - 1) + 1;
+}
+
+void probe_call(void *arg)
+{
+    auto *p = static_cast<call_probe *>(arg);
+    p->frame = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    p->depth = burn(100); // about 30 KiB deep
+}
+
+TEST(context, call_on_runs_on_the_given_stack_and_returns_to_the_caller)
+{
+    context self;
+    mpiv::sched::adopt_thread(self);
+    constexpr std::size_t size = 64 * 1024;
+    void *lo = std::aligned_alloc(4096, size);
+    ASSERT_NE(lo, nullptr);
+    const auto base = reinterpret_cast<std::uintptr_t>(lo);
+    volatile int before = 12345;
+    const auto caller_frame = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    for (int i = 0; i < 3; ++i) {
+        call_probe p;
+        mpiv::sched::call_on(self, lo, size, probe_call, &p);
+        EXPECT_GE(p.frame, base) << "the call ran on the caller's stack";
+        EXPECT_LT(p.frame, base + size) << "the call ran on the caller's stack";
+        EXPECT_EQ(p.frame % 16, 0u) << "the ABI's 16-byte stack alignment is lost";
+        EXPECT_EQ(p.depth, 100);
+    }
+    EXPECT_EQ(before, 12345) << "the caller's frame was overwritten";
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)), caller_frame);
+    EXPECT_FALSE(caller_frame >= base && caller_frame < base + size);
+    std::free(lo);
 }
 
 } // namespace

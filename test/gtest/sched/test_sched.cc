@@ -2,6 +2,7 @@
 // with counting syncs, fairness, stack reuse, finalize with live ULTs, error paths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -10,6 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include <hwloc.h>
+
+#include "base/stats.hpp"
 #include "sched/runtime.hpp"
 #include "sched/sync.hpp"
 #include "test/gtest/common/stress.hpp"
@@ -484,7 +488,7 @@ TEST_F(sched_test, guard_page_policy)
     start(1, 1024, MPIV_GUARD_PAGES_AUTO);
     h = spawn(identity, nullptr);
     ASSERT_EQ(rt_->join(h, nullptr), status::ok);
-    EXPECT_EQ(rt_->stacks().guarded(), 1u);
+    EXPECT_EQ(rt_->stacks().guarded(), 2u); // the ULT's and the worker's scratch stack
 }
 
 TEST_F(sched_test, finalize_with_live_ults_reports_busy)
@@ -624,6 +628,187 @@ TEST_F(sched_test, more_workers_than_pus_share_them)
         ASSERT_EQ(rt_->join(h[w], &r), status::ok);
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>(r), static_cast<std::uintptr_t>(w));
     }
+}
+
+// ------------------------------------------------------------------ the scratch stack
+
+using mpiv::sched::worker;
+
+bool within(std::uintptr_t a, const mpiv::sched::stack_region &r)
+{
+    const auto lo = reinterpret_cast<std::uintptr_t>(r.lo);
+    return a >= lo && a < lo + r.size;
+}
+
+std::uintptr_t frame_here() __attribute__((noinline));
+std::uintptr_t frame_here() { return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)); }
+
+// Where a ULT's on_scratch() calls ran, against its own stack.
+struct scratch_probe {
+    mpiv::sched::stack_region own;
+    std::uintptr_t outer = 0;  // the call's frame
+    std::uintptr_t nested = 0; // a call made inside it
+    bool wanted_inside = true; // scratch_wanted() inside the call
+};
+
+void *probe_scratch(void *arg)
+{
+    auto *p = static_cast<scratch_probe *>(arg);
+    p->own = worker::current_ult()->stack;
+    worker::on_scratch([p] {
+        p->outer = frame_here();
+        p->wanted_inside = worker::scratch_wanted();
+        worker::on_scratch([p] { p->nested = frame_here(); });
+    });
+    return nullptr;
+}
+
+// From a ULT the call runs on another stack than the ULT's own; a call nested in it runs
+// in place, on that stack; from a pthread a call runs in place.
+TEST_F(sched_test, on_scratch_runs_a_ults_call_on_the_workers_scratch_stack)
+{
+    start(1, 1u << 20, MPIV_GUARD_PAGES_AUTO, 0);
+    EXPECT_EQ(rt_->at(0).scratch_ults(), 0u);
+    using mpiv::base::stats::counter;
+    const std::uint64_t calls0 = mpiv::base::stats::read(counter::scratch_calls);
+    for (int i = 0; i < 3; ++i) {
+        scratch_probe p;
+        ASSERT_EQ(rt_->join(spawn(probe_scratch, &p), nullptr), status::ok);
+        EXPECT_FALSE(within(p.outer, p.own)) << "the call ran on the ULT's own stack";
+        EXPECT_FALSE(p.wanted_inside) << "the scratch stack is lent out during the call";
+        EXPECT_FALSE(within(p.nested, p.own));
+        EXPECT_LE(p.nested, p.outer) << "the nested call did not run in place, below the outer";
+        EXPECT_LT(p.outer - p.nested, std::uintptr_t{4096});
+    }
+    EXPECT_EQ(mpiv::base::stats::read(counter::scratch_calls) - calls0, 3u)
+        << "one call a ULT on the scratch stack, the nested ones in place";
+    EXPECT_FALSE(worker::scratch_wanted()); // not a ULT
+    const std::uintptr_t mine = frame_here();
+    std::uintptr_t inner = 0;
+    worker::on_scratch([&] { inner = frame_here(); });
+    EXPECT_LT(mine > inner ? mine - inner : inner - mine, std::uintptr_t{4096})
+        << "a pthread's call did not run in place";
+}
+
+// Below scratch_ults live ULTs a worker's ULTs make their calls on their own stacks.
+TEST_F(sched_test, on_scratch_waits_for_enough_live_ults)
+{
+    constexpr unsigned k_threshold = 8;
+    start(1, 1u << 20, MPIV_GUARD_PAGES_AUTO, k_threshold);
+    std::vector<std::unique_ptr<sync>> holds; // one waiter per sync
+    std::vector<std::uint64_t> held;
+    // Each blocker is one more live ULT; the probe itself counts too.
+    for (unsigned live = 0; live + 1 < k_threshold; ++live) {
+        scratch_probe p;
+        ASSERT_EQ(rt_->join(spawn(probe_scratch, &p, 0), nullptr), status::ok);
+        EXPECT_TRUE(within(p.outer, p.own)) << "scratch stack used with " << live + 1
+                                            << " live ULTs, below " << k_threshold;
+        holds.push_back(std::make_unique<sync>(1));
+        held.push_back(spawn([](void *a) -> void * {
+            EXPECT_EQ(static_cast<sync *>(a)->wait(), status::ok);
+            return nullptr;
+        }, holds.back().get(), 0));
+    }
+    scratch_probe p;
+    ASSERT_EQ(rt_->join(spawn(probe_scratch, &p, 0), nullptr), status::ok);
+    EXPECT_FALSE(within(p.outer, p.own)) << "scratch stack unused with " << k_threshold
+                                         << " live ULTs";
+    for (auto &h : holds) {
+        ASSERT_EQ(h->signal(), status::ok);
+    }
+    for (auto h : held) {
+        ASSERT_EQ(rt_->join(h, nullptr), status::ok);
+    }
+    scratch_probe q;
+    ASSERT_EQ(rt_->join(spawn(probe_scratch, &q, 0), nullptr), status::ok);
+    EXPECT_TRUE(within(q.outer, q.own)) << "the reaped ULTs still count as live";
+}
+
+// A ULT that blocks inside its call keeps the scratch stack: the calls of its worker's
+// other ULTs meanwhile run on their own stacks, and once it has returned the scratch
+// stack serves again (its frames were not overwritten: the blocked call finishes right).
+struct lend_state {
+    sync blocked{1};  // the first ULT is blocked inside its call
+    sync release{1};  // lets it go on
+    scratch_probe first, second, third;
+    int first_checksum = 0;
+};
+
+TEST_F(sched_test, on_scratch_lends_the_stack_to_a_call_that_blocks)
+{
+    start(1, 1u << 20, MPIV_GUARD_PAGES_AUTO, 0);
+    lend_state st;
+    auto h1 = spawn([](void *a) -> void * {
+        auto *s = static_cast<lend_state *>(a);
+        s->first.own = worker::current_ult()->stack;
+        worker::on_scratch([s] {
+            volatile int local[64];
+            for (int i = 0; i < 64; ++i) {
+                local[i] = i;
+            }
+            s->first.outer = frame_here();
+            EXPECT_EQ(s->blocked.signal(), status::ok);
+            EXPECT_EQ(s->release.wait(), status::ok); // blocks this ULT, on the scratch stack
+            for (int i = 0; i < 64; ++i) {
+                s->first_checksum += local[i];
+            }
+        });
+        return nullptr;
+    }, &st, 0);
+    ASSERT_EQ(st.blocked.wait(), status::ok);
+    ASSERT_EQ(rt_->join(spawn(probe_scratch, &st.second, 0), nullptr), status::ok);
+    ASSERT_EQ(st.release.signal(), status::ok);
+    ASSERT_EQ(rt_->join(h1, nullptr), status::ok);
+    ASSERT_EQ(rt_->join(spawn(probe_scratch, &st.third, 0), nullptr), status::ok);
+    EXPECT_FALSE(within(st.first.outer, st.first.own));
+    EXPECT_TRUE(within(st.second.outer, st.second.own))
+        << "a second ULT used the scratch stack lent to a blocked one";
+    EXPECT_EQ(st.first_checksum, 63 * 64 / 2) << "the blocked call's frame was overwritten";
+    EXPECT_FALSE(within(st.third.outer, st.third.own)) << "the scratch stack was not given back";
+    EXPECT_LT(st.first.outer > st.third.outer ? st.first.outer - st.third.outer
+                                              : st.third.outer - st.first.outer,
+              std::uintptr_t{4096})
+        << "the third call ran on another stack than the first";
+}
+
+// The default: the worker's last-level cache / 8 KiB (at least 64), 4,096 without cache
+// information. Worker 0 runs on the first PU of the process binding.
+std::uint32_t expected_default_scratch_ults()
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
+        return 0;
+    }
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
+        hwloc_bitmap_copy(set, hwloc_topology_get_allowed_cpuset(topo));
+    }
+    const int pu = hwloc_bitmap_first(set);
+    hwloc_bitmap_free(set);
+    std::uint64_t llc = 0;
+    for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, static_cast<unsigned>(pu));
+         o != nullptr; o = o->parent) {
+        if (hwloc_obj_type_is_cache(o->type)) {
+            llc = std::max<std::uint64_t>(llc, o->attr->cache.size);
+        }
+    }
+    hwloc_topology_destroy(topo);
+    return llc == 0 ? 4096 : static_cast<std::uint32_t>(std::max<std::uint64_t>(llc / 8192, 64));
+}
+
+TEST_F(sched_test, scratch_ults_parameter_and_default)
+{
+    start(2, 1u << 20, MPIV_GUARD_PAGES_AUTO, 123);
+    EXPECT_EQ(rt_->at(0).scratch_ults(), 123u);
+    EXPECT_EQ(rt_->at(1).scratch_ults(), 123u);
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    start(1);
+    EXPECT_EQ(rt_->at(0).scratch_ults(), expected_default_scratch_ults());
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    // Never: no scratch stack is taken from the pool at all.
+    start(1, 1024, MPIV_GUARD_PAGES_AUTO, UINT32_MAX);
+    ASSERT_EQ(rt_->join(spawn(identity, nullptr), nullptr), status::ok);
+    EXPECT_EQ(rt_->stacks().guarded(), 1u) << "a scratch stack was made for a worker that never uses it";
 }
 
 } // namespace
