@@ -214,6 +214,12 @@ class worker {
             f();
             return;
         }
+        run_on_scratch(f);
+    }
+
+    /// on_scratch()'s switch, for a caller that found scratch_wanted() true.
+    template <class F> static void run_on_scratch(F &&f) noexcept
+    {
         t_worker_->call_on_scratch([](void *o) { (*static_cast<std::remove_reference_t<F> *>(o))(); },
                                    &f);
     }
