@@ -91,14 +91,22 @@ typedef enum { MPIV_REQ_SEND, MPIV_REQ_RECV, MPIV_REQ_BSEND_COPY } mca_pml_mpiv_
 
 typedef struct mca_pml_mpiv_request {
     ompi_request_t ompi;
-    mpiv_p2p_op_t op;               /* the engine's operation (first: most aligned) */
+    /* What the completion and a woken blocking receive read share the cache line that
+     * holds the tail of `ompi` (req_complete_cb, read by every completion), the engine's
+     * operation starts on the next: with many blocked ULTs a request is cold when its
+     * ULT resumes, and each line is a miss (README, "Using the ULT runtime"). The free
+     * list's requests are line-aligned; a blocking receive's own one on the stack is not
+     * (aligning it measured slower). */
     mca_pml_mpiv_req_kind_t kind;
     volatile int32_t pml_state;     /* MPIV_REQ_* */
     void *volatile waiter;          /* mpiv_p2p_waiter_t of an mpiv wait, or MPIV_WAITER_DONE */
+    struct opal_convertor_t *unpacker; /* a non-contiguous receive's (see below) */
     /* A blocking call's own request whose waiter was stored before the operation started
      * (mpiv_recv in a ULT): no Open MPI wait can hold it and nothing frees it, so its
      * completion needs no atomic read-modify-write (req_done). */
     bool preset_waiter;
+    bool pack_bsend;                /* pack_buf came from the bsend buffer */
+    mpiv_p2p_op_t op;               /* the engine's operation */
     /* arguments, kept for persistent requests */
     void *buf;
     size_t count;
@@ -113,11 +121,15 @@ typedef struct mca_pml_mpiv_request {
     void *pack_buf;
     size_t pack_size;
     size_t packed; /* read by the receiving process (process_vm_readv) */
-    bool pack_bsend;                /* pack_buf came from the bsend buffer */
-    struct opal_convertor_t *unpacker;
     struct iovec *gather;           /* a large send's raw ranges, read by the receiver */
 } mca_pml_mpiv_request_t;
 OBJ_CLASS_DECLARATION(mca_pml_mpiv_request_t);
+_Static_assert(offsetof(mca_pml_mpiv_request_t, kind) / 64 ==
+                       offsetof(mca_pml_mpiv_request_t, ompi.req_complete_cb) / 64 &&
+                   offsetof(mca_pml_mpiv_request_t, pack_bsend) / 64 ==
+                       offsetof(mca_pml_mpiv_request_t, ompi.req_complete_cb) / 64 &&
+                   offsetof(mca_pml_mpiv_request_t, op) % 64 == 0,
+               "the completion's fields share the line of ompi.req_complete_cb; op starts a line");
 
 /* module entry points (pml_mpiv.c) */
 int mca_pml_mpiv_enable(bool enable);
