@@ -120,6 +120,24 @@ MPIV_API mpiv_status_t mpiv_self(mpiv_ult_h *ult_p)
     return MPIV_OK;
 }
 
+MPIV_API mpiv_status_t mpiv_call_on_scratch(void (*fn)(void *), void *arg, int *on_scratch_p)
+{
+    if (fn == nullptr) {
+        mpiv::base::log(mpiv::base::log_level::error, "mpiv_call_on_scratch: argument fn is NULL");
+        return MPIV_ERR_INVALID_ARG;
+    }
+    const bool scratch = worker::scratch_wanted();
+    if (scratch) {
+        worker::run_on_scratch([fn, arg] { fn(arg); });
+    } else {
+        fn(arg);
+    }
+    if (on_scratch_p != nullptr) {
+        *on_scratch_p = scratch ? 1 : 0;
+    }
+    return MPIV_OK;
+}
+
 MPIV_API mpiv_status_t mpiv_self_worker(int *worker_p)
 {
     if (worker_p == nullptr) {

@@ -374,6 +374,36 @@ static bool send_inline(const void *buf, size_t count, ompi_datatype_t *dt, int 
     return true;
 }
 
+/* send_inline() on the scratch stack of a ULT's worker that runs many ULTs (see
+ * mpiv_call_on_scratch): its frame, with the operation, then stays in the cache. */
+struct inline_send {
+    const void *buf;
+    size_t count;
+    ompi_datatype_t *dt;
+    int dst;
+    int tag;
+    mca_pml_base_send_mode_t mode;
+    ompi_communicator_t *comm;
+    int rc;
+    bool sent;
+};
+
+static void inline_send_call(void *arg)
+{
+    struct inline_send *a = (struct inline_send *) arg;
+    a->sent = send_inline(a->buf, a->count, a->dt, a->dst, a->tag, a->mode, a->comm, &a->rc);
+}
+
+static bool send_inline_scratch(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
+                                int tag, mca_pml_base_send_mode_t mode,
+                                ompi_communicator_t *comm, int *rc)
+{
+    struct inline_send a = {buf, count, dt, dst, tag, mode, comm, OMPI_SUCCESS, false};
+    (void) mpiv_call_on_scratch(inline_send_call, &a, NULL);
+    *rc = a.rc;
+    return a.sent;
+}
+
 static int mpiv_isend(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
                       mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
                       ompi_request_t **request)
@@ -409,7 +439,7 @@ static int mpiv_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst
 {
     ompi_request_t *r = NULL;
     int rc;
-    if (send_inline(buf, count, dt, dst, tag, mode, comm, &rc)) {
+    if (send_inline_scratch(buf, count, dt, dst, tag, mode, comm, &rc)) {
         return rc;
     }
     rc = start_new(mca_pml_mpiv_req_alloc(MPIV_REQ_SEND, false, (void *) buf, count, dt, dst, tag, mode, comm),

@@ -161,6 +161,25 @@ MPIV_API mpiv_status_t mpiv_yield(void);
 MPIV_API mpiv_status_t mpiv_self(mpiv_ult_h *ult_p);
 
 /**
+ * @brief Call fn(arg) on the scratch stack of the calling ULT's worker when that worker
+ *        has at least mpiv_params_t.scratch_ults live ULTs, in place otherwise.
+ *
+ * For a short call a ULT makes between its blocks: its frames then land on a stack that
+ * stays in the cache however many ULTs take turns, instead of on the ULT's own, cold
+ * when many do. The stack is lent to one call at a time: a call nested in another, or
+ * made while another ULT of the worker is blocked inside one, runs in place. So @p fn may
+ * block, yield or call this again; it must return (no longjmp out of it).
+ * @param[in]  fn           the function
+ * @param[in]  arg          its argument
+ * @param[out] on_scratch_p 1 when @p fn ran on the scratch stack, 0 when in place (a
+ *                          pthread, a worker with fewer ULTs, the stack lent out, or
+ *                          scratch_ults UINT32_MAX); may be NULL
+ * @return MPIV_OK once @p fn returned; MPIV_ERR_INVALID_ARG when @p fn is NULL
+ * @context any thread
+ */
+MPIV_API mpiv_status_t mpiv_call_on_scratch(void (*fn)(void *), void *arg, int *on_scratch_p);
+
+/**
  * @brief Worker the caller runs on (ULTs, and worker threads themselves).
  * @param[out] worker_p worker id 0 .. count-1
  * @return MPIV_OK; MPIV_ERR_NOT_ULT when the caller is not on a worker

@@ -131,6 +131,78 @@ TEST(api, sync_counts_and_wakes_across_threads)
     ASSERT_EQ(mpiv_finalize(), MPIV_OK);
 }
 
+// Where the calls of a ULT's mpiv_call_on_scratch ran.
+struct scratch_probe {
+    std::uintptr_t own = 0;    // a local of the ULT
+    std::uintptr_t outer = 0;  // a local of the call
+    std::uintptr_t nested = 0; // a local of a call made inside it
+    int on_outer = -1;
+    int on_nested = -1;
+};
+
+void probe_nested(void *arg)
+{
+    volatile char here = 0;
+    static_cast<scratch_probe *>(arg)->nested = reinterpret_cast<std::uintptr_t>(&here);
+}
+
+void probe_outer(void *arg)
+{
+    auto *p = static_cast<scratch_probe *>(arg);
+    volatile char here = 0;
+    p->outer = reinterpret_cast<std::uintptr_t>(&here);
+    EXPECT_EQ(mpiv_call_on_scratch(probe_nested, p, &p->on_nested), MPIV_OK);
+}
+
+void *probe_ult(void *arg)
+{
+    auto *p = static_cast<scratch_probe *>(arg);
+    volatile char here = 0;
+    p->own = reinterpret_cast<std::uintptr_t>(&here);
+    EXPECT_EQ(mpiv_call_on_scratch(probe_outer, p, &p->on_outer), MPIV_OK);
+    return nullptr;
+}
+
+std::uintptr_t distance(std::uintptr_t a, std::uintptr_t b) { return a > b ? a - b : b - a; }
+
+TEST(api, call_on_scratch_runs_a_ults_call_on_its_workers_scratch_stack)
+{
+    constexpr std::size_t k_stack = 64 * 1024;
+    for (const std::uint32_t threshold : {0u, UINT32_MAX}) {
+        SCOPED_TRACE(threshold);
+        mpiv_params_t params{};
+        params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE | MPIV_PARAM_FIELD_SCRATCH_ULTS;
+        params.stack_size = k_stack;
+        params.scratch_ults = threshold;
+        ASSERT_EQ(mpiv_init(&params), MPIV_OK);
+        scratch_probe p;
+        mpiv_ult_h h = MPIV_ULT_NULL;
+        ASSERT_EQ(mpiv_spawn(probe_ult, &p, 0, &h), MPIV_OK);
+        ASSERT_EQ(mpiv_join(h, nullptr), MPIV_OK);
+        EXPECT_EQ(distance(p.nested, p.outer) < k_stack, true) << "the nested call runs in place";
+        EXPECT_EQ(p.on_nested, 0) << "the scratch stack is lent to the outer call";
+        if (threshold == 0) {
+            EXPECT_EQ(p.on_outer, 1);
+            EXPECT_GE(distance(p.outer, p.own), k_stack) << "the call left the ULT's stack";
+        } else {
+            EXPECT_EQ(p.on_outer, 0) << "scratch_ults UINT32_MAX: never";
+            EXPECT_LT(distance(p.outer, p.own), k_stack);
+        }
+        // A pthread's call runs in place; a missing function is refused.
+        scratch_probe q;
+        volatile char here = 0;
+        q.own = reinterpret_cast<std::uintptr_t>(&here);
+        EXPECT_EQ(mpiv_call_on_scratch(probe_outer, &q, &q.on_outer), MPIV_OK);
+        EXPECT_EQ(q.on_outer, 0);
+        EXPECT_LT(distance(q.outer, q.own), k_stack);
+        EXPECT_EQ(mpiv_call_on_scratch(probe_outer, &q, nullptr), MPIV_OK);
+        int on = 7;
+        EXPECT_EQ(mpiv_call_on_scratch(nullptr, nullptr, &on), MPIV_ERR_INVALID_ARG);
+        EXPECT_EQ(on, 7) << "outputs are written only on success";
+        ASSERT_EQ(mpiv_finalize(), MPIV_OK);
+    }
+}
+
 TEST(api, finalize_reports_live_ults_and_logs_them)
 {
     log_capture cap;
