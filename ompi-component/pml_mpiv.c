@@ -525,6 +525,27 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
  * reused (as ob1 does below MPI_THREAD_MULTIPLE) instead of one constructed and
  * destructed on the stack per call; recv_cache is NULL while it is in use, so a blocking
  * receive nested in another (from a callback) takes a stack request. */
+/* The start of a ULT's blocking receive, on its worker's scratch stack when the worker
+ * runs many ULTs (mpiv_call_on_scratch). The ULT registers its wait before the start (no
+ * CAS against the completion), and the completion then takes no atomics either
+ * (req_done). */
+struct ult_recv {
+    mca_pml_mpiv_request_t *req;
+    int rc;
+};
+
+static void ult_recv_start(void *arg)
+{
+    struct ult_recv *a = (struct ult_recv *) arg;
+    mpiv_p2p_waiter_t *w = mpiv_p2p_wait_begin(mca_pml_mpiv.engine, 1);
+    a->req->waiter = w;
+    a->req->preset_waiter = true;
+    a->rc = recv_start(a->req);
+    if (OMPI_SUCCESS != a->rc) {
+        mpiv_p2p_wake(mca_pml_mpiv.engine, w); /* nothing started: nothing will wake it */
+    }
+}
+
 static mca_pml_mpiv_request_t recv_cached;
 static mca_pml_mpiv_request_t *recv_cache;
 
@@ -545,16 +566,10 @@ static int mpiv_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int 
     mca_pml_mpiv_req_init(req, MPIV_REQ_RECV, false, buf, count, dt, src, tag, MCA_PML_BASE_SEND_STANDARD,
              comm);
     if (!mca_pml_mpiv.serial && mca_pml_mpiv_in_ult()) {
-        /* A ULT registers its wait before the start (no CAS against the completion), and
-         * the completion then takes no atomics either (req_done). */
-        mpiv_p2p_waiter_t *w = mpiv_p2p_wait_begin(mca_pml_mpiv.engine, 1);
-        req->waiter = w;
-        req->preset_waiter = true;
-        rc = recv_start(req);
-        if (OMPI_SUCCESS != rc) {
-            mpiv_p2p_wake(mca_pml_mpiv.engine, w); /* nothing started: nothing will wake it */
-        }
-        mpiv_p2p_wait_end(mca_pml_mpiv.engine, w);
+        struct ult_recv a = {req, OMPI_SUCCESS};
+        (void) mpiv_call_on_scratch(ult_recv_start, &a, NULL);
+        rc = a.rc;
+        mpiv_p2p_wait_end(mca_pml_mpiv.engine, (mpiv_p2p_waiter_t *) req->waiter);
     } else {
         rc = recv_start(req);
         if (OMPI_SUCCESS == rc) {
