@@ -92,25 +92,39 @@ runtime::~runtime()
 
 namespace {
 
-/// The default of mpiv_params_t::scratch_ults for a worker on PU @p pu: its last-level
-/// cache's size / 8 KiB. Measured with ult_pingpong, one worker per process, on a 32 MiB
-/// cache (bench/README.md, "The scratch stack"): the scratch stack changed nothing up to
-/// 1,024 ULTs, lost 3 % at 2,048 and gained from 4,096 on, where the ULTs' stacks
-/// outgrow the cache.
-std::uint32_t default_scratch_ults(hwloc_topology_t topo, unsigned pu)
+/// The last-level cache above PU @p pu (the largest cache among its ancestors), or null.
+hwloc_obj_t last_level_cache(hwloc_topology_t topo, unsigned pu)
 {
-    constexpr std::uint32_t k_without_cache_info = 4096;
-    const hwloc_obj_t obj = hwloc_get_pu_obj_by_os_index(topo, pu);
-    std::uint64_t llc = 0;
-    for (hwloc_obj_t o = obj; o != nullptr; o = o->parent) {
-        if (hwloc_obj_type_is_cache(o->type) && o->attr != nullptr) {
-            llc = std::max<std::uint64_t>(llc, o->attr->cache.size);
+    hwloc_obj_t llc = nullptr;
+    for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, pu); o != nullptr; o = o->parent) {
+        if (hwloc_obj_type_is_cache(o->type) && o->attr != nullptr &&
+            (llc == nullptr || o->attr->cache.size > llc->attr->cache.size)) {
+            llc = o;
         }
     }
-    if (llc == 0) {
+    return llc;
+}
+
+/// The default of mpiv_params_t::scratch_ults for worker @p w: its share of its last-level
+/// cache / 8 KiB, the cache divided among the workers placed under it (@p worker_pus: the
+/// PU of each worker). Measured with ult_pingpong, one worker per process, on a 32 MiB
+/// cache (bench/README.md, "The scratch stack"): the scratch stack changed nothing up to
+/// 1,024 ULTs, lost 3 % at 2,048 and gained from 4,096 on, where the ULTs' stacks
+/// outgrow the cache. Workers that share the cache fill it together.
+std::uint32_t default_scratch_ults(hwloc_topology_t topo, const std::vector<unsigned> &worker_pus,
+                                   std::size_t w)
+{
+    constexpr std::uint32_t k_without_cache_info = 4096;
+    const hwloc_obj_t llc = last_level_cache(topo, worker_pus[w]);
+    if (llc == nullptr || llc->attr->cache.size == 0) {
         return k_without_cache_info;
     }
-    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(llc / (8u << 10), 64, UINT32_MAX));
+    std::uint64_t sharing = 0;
+    for (const unsigned pu : worker_pus) {
+        sharing += hwloc_bitmap_isset(llc->cpuset, pu) != 0 ? 1 : 0;
+    }
+    const std::uint64_t share = llc->attr->cache.size / std::max<std::uint64_t>(sharing, 1);
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(share / (8u << 10), 64, UINT32_MAX));
 }
 
 /// The verbose line's words on a worker's scratch-stack threshold.
@@ -210,13 +224,16 @@ status runtime::setup(const mpiv_params_t *p)
     if (!stacks_) {
         return status::nomem;
     }
+    std::vector<unsigned> worker_pus(num_workers);
+    for (unsigned i = 0; i < num_workers; ++i) {
+        worker_pus[i] = pus[i % pus.size()];
+    }
     hwloc_bitmap_t one = hwloc_bitmap_alloc();
     for (unsigned i = 0; i < num_workers; ++i) {
-        const unsigned pu = pus[i % pus.size()];
-        hwloc_bitmap_only(one, pu);
+        hwloc_bitmap_only(one, worker_pus[i]);
         workers_.emplace_back(new (std::nothrow) worker(
             i, max_ults, *stacks_, topo_, one,
-            scratch_set ? scratch_ults : default_scratch_ults(topo_, pu)));
+            scratch_set ? scratch_ults : default_scratch_ults(topo_, worker_pus, i)));
         if (!workers_.back()) {
             st = status::nomem;
             break;

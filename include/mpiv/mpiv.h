@@ -80,10 +80,12 @@ typedef struct mpiv_params {
                                        before a wait) on the worker's scratch stack, whose
                                        frames stay in the cache, instead of on their own,
                                        cold once many ULTs take turns (default: the
-                                       worker's last-level cache size / 8 KiB, at least
-                                       64: 4,096 for 32 MiB, and 4,096 when hwloc knows no
-                                       cache; 0: always; UINT32_MAX: never, and no scratch
-                                       stack is made) */
+                                       worker's share of its last-level cache, the size
+                                       divided among the workers placed under that cache,
+                                       / 8 KiB, at least 64: 4,096 for 32 MiB and one
+                                       worker, and 4,096 when hwloc knows no cache; 0:
+                                       always; UINT32_MAX: never, and no scratch stack is
+                                       made) */
 } mpiv_params_t;
 
 /**

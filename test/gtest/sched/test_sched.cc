@@ -771,9 +771,10 @@ TEST_F(sched_test, on_scratch_lends_the_stack_to_a_call_that_blocks)
         << "the third call ran on another stack than the first";
 }
 
-// The default: the worker's last-level cache / 8 KiB (at least 64), 4,096 without cache
-// information. Worker 0 runs on the first PU of the process binding.
-std::uint32_t expected_default_scratch_ults()
+// The default for worker w of n: its last-level cache, divided among the workers placed
+// under it, / 8 KiB (at least 64); 4,096 without cache information. Worker i runs on PU
+// i mod (PUs of the process binding), in the binding's order.
+std::uint32_t expected_default_scratch_ults(unsigned n, unsigned w)
 {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
@@ -783,17 +784,27 @@ std::uint32_t expected_default_scratch_ults()
     if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
         hwloc_bitmap_copy(set, hwloc_topology_get_allowed_cpuset(topo));
     }
-    const int pu = hwloc_bitmap_first(set);
+    std::vector<unsigned> pus;
+    for (int pu = hwloc_bitmap_first(set); pu >= 0; pu = hwloc_bitmap_next(set, pu)) {
+        pus.push_back(static_cast<unsigned>(pu));
+    }
     hwloc_bitmap_free(set);
     std::uint64_t llc = 0;
-    for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, static_cast<unsigned>(pu));
-         o != nullptr; o = o->parent) {
-        if (hwloc_obj_type_is_cache(o->type)) {
-            llc = std::max<std::uint64_t>(llc, o->attr->cache.size);
+    hwloc_const_bitmap_t under = nullptr;
+    for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, pus[w % pus.size()]); o != nullptr;
+         o = o->parent) {
+        if (hwloc_obj_type_is_cache(o->type) && o->attr->cache.size > llc) {
+            llc = o->attr->cache.size;
+            under = o->cpuset;
         }
     }
+    unsigned sharing = 0;
+    for (unsigned i = 0; i < n && under != nullptr; ++i) {
+        sharing += hwloc_bitmap_isset(under, pus[i % pus.size()]) != 0 ? 1 : 0;
+    }
     hwloc_topology_destroy(topo);
-    return llc == 0 ? 4096 : static_cast<std::uint32_t>(std::max<std::uint64_t>(llc / 8192, 64));
+    return llc == 0 ? 4096
+                    : static_cast<std::uint32_t>(std::max<std::uint64_t>(llc / sharing / 8192, 64));
 }
 
 TEST_F(sched_test, scratch_ults_parameter_and_default)
@@ -803,7 +814,14 @@ TEST_F(sched_test, scratch_ults_parameter_and_default)
     EXPECT_EQ(rt_->at(1).scratch_ults(), 123u);
     ASSERT_EQ(runtime::finalize(), status::ok);
     start(1);
-    EXPECT_EQ(rt_->at(0).scratch_ults(), expected_default_scratch_ults());
+    const std::uint32_t alone = rt_->at(0).scratch_ults();
+    EXPECT_EQ(alone, expected_default_scratch_ults(1, 0));
+    ASSERT_EQ(runtime::finalize(), status::ok);
+    // Workers under one last-level cache share it: each counts against its part.
+    start(4);
+    for (unsigned w = 0; w < 4; ++w) {
+        EXPECT_EQ(rt_->at(w).scratch_ults(), expected_default_scratch_ults(4, w)) << "worker " << w;
+    }
     ASSERT_EQ(runtime::finalize(), status::ok);
     // Never: no scratch stack is taken from the pool at all.
     start(1, 1024, MPIV_GUARD_PAGES_AUTO, UINT32_MAX);
