@@ -519,12 +519,6 @@ static int mpiv_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
                      recv_start, request);
 }
 
-/* A blocking receive uses a request of its own: no free list, no references (the call
- * outlives the operation). Before the call returns the engine's side must be done with it:
- * it sets MPIV_REQ_DONE last. In serial mode that request is one constructed once and
- * reused (as ob1 does below MPI_THREAD_MULTIPLE) instead of one constructed and
- * destructed on the stack per call; recv_cache is NULL while it is in use, so a blocking
- * receive nested in another (from a callback) takes a stack request. */
 /* The start of a ULT's blocking receive, on its worker's scratch stack when the worker
  * runs many ULTs (mpiv_call_on_scratch). The ULT registers its wait before the start (no
  * CAS against the completion), and the completion then takes no atomics either
@@ -546,6 +540,12 @@ static void ult_recv_start(void *arg)
     }
 }
 
+/* A blocking receive uses a request of its own: no free list, no references (the call
+ * outlives the operation). Before the call returns the engine's side must be done with it:
+ * it sets MPIV_REQ_DONE last. In serial mode that request is one constructed once and
+ * reused (as ob1 does below MPI_THREAD_MULTIPLE) instead of one constructed and
+ * destructed on the stack per call; recv_cache is NULL while it is in use, so a blocking
+ * receive nested in another (from a callback) takes a stack request. */
 static mca_pml_mpiv_request_t recv_cached;
 static mca_pml_mpiv_request_t *recv_cache;
 
