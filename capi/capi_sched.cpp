@@ -128,7 +128,7 @@ MPIV_API mpiv_status_t mpiv_call_on_scratch(void (*fn)(void *), void *arg, int *
     }
     const bool scratch = worker::scratch_wanted();
     if (scratch) {
-        worker::run_on_scratch([fn, arg] { fn(arg); });
+        worker::current()->call_on_scratch(fn, arg);
     } else {
         fn(arg);
     }

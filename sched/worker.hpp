@@ -224,6 +224,11 @@ class worker {
                                    &f);
     }
 
+    /// on_scratch()'s switch: fn(arg) on scratch_, lent to the running ULT meanwhile. For
+    /// a caller on this worker's thread that found scratch_wanted() true, with a plain
+    /// function (mpiv_call_on_scratch) rather than a closure.
+    void call_on_scratch(void (*fn)(void *), void *arg) noexcept;
+
     /// Yield the calling ULT (it runs again within a bounded number of dispatches).
     static void yield_current() noexcept;
     /// Suspend the calling ULT until its id is woken. Returns after a wake-up, which may
@@ -319,8 +324,6 @@ class worker {
     }
     void idle();
     void release_id(std::uint32_t id);
-    /// on_scratch()'s switch: fn(arg) on scratch_, lent to the running ULT meanwhile.
-    void call_on_scratch(void (*fn)(void *), void *arg) noexcept;
     slot &slot_at(std::uint32_t id) const noexcept { return slots_[id]; }
 
     // initial-exec: read on every switch; the general-dynamic model would call
