@@ -1,4 +1,4 @@
-# base/: status codes, logging, cache-line constants, back-off, futex, process-wide barriers, locks.
+# base/: status codes, logging, cache-line constants and prefetch, back-off, futex, process-wide barriers, locks.
 noinst_LTLIBRARIES += libmpiv_core.la
 libmpiv_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DMPIV_BUILDING_LIBRARY $(HWLOC_CFLAGS)
 libmpiv_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(MPIV_VIS_FLAGS)

@@ -13,6 +13,9 @@
 //   (clear_hint() then re-checks it), so under steady traffic neither set() nor drain()
 //   spends an atomic RMW on level 2. A stale hint costs one scan of 8 words. Spurious
 //   level-1 bits (a stale wake-up) are filtered by the caller.
+// - Look-ahead: the ids taken from one level-1 word run in a known order, so before each
+//   run drain() shows the caller the ids that follow it in that word (the worker
+//   prefetches their stacks: with many ULTs each one is cold when its turn comes).
 // - Fairness: each pass takes each word at most once, so an id set before a pass starts
 //   runs within that pass or the next; a ULT that yields re-enters the shared word after
 //   the snapshot and waits for the next pass. The scan start rotates from pass to pass
@@ -87,6 +90,14 @@ class runset {
     /// set. Only the owning worker calls this. Returns the number of ids taken.
     template <class F> std::uint32_t drain(std::uint32_t limit, F &&run)
     {
+        return drain(limit, run, [](const std::uint32_t *, std::uint32_t) {});
+    }
+
+    /// drain(limit, run), and before each run(id) a call ahead(next, count): next[0 ..
+    /// count) are the ids that run after id in this pass, in their order, as far as they
+    /// are known (the rest of the level-1 word id came from).
+    template <class F, class A> std::uint32_t drain(std::uint32_t limit, F &&run, A &&ahead)
+    {
         const std::uint32_t rot = rotation_++;
         const std::uint32_t groups = (std::min(limit, capacity()) + k_ids_per_group - 1) / k_ids_per_group;
         const std::uint32_t words = (groups + 63) / 64;
@@ -112,10 +123,14 @@ class runset {
                     found = true;
                     // sync: seq_cst (acquire); pairs with the level-1 fetch_or in set().
                     const std::uint64_t ids = l1_[word].exchange(0, std::memory_order_seq_cst);
-                    for_each_bit(ids, rot >> 3, [&](std::uint32_t b) {
-                        ++taken;
-                        run(word * 64 + b);
-                    });
+                    std::uint32_t order[64];
+                    std::uint32_t n = 0;
+                    for_each_bit(ids, rot >> 3, [&](std::uint32_t b) { order[n++] = word * 64 + b; });
+                    for (std::uint32_t j = 0; j < n; ++j) {
+                        ahead(order + j + 1, n - j - 1);
+                        run(order[j]);
+                    }
+                    taken += n;
                 }
                 if (!found) {
                     clear_hint(w, g);

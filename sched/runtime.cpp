@@ -92,46 +92,80 @@ runtime::~runtime()
 
 namespace {
 
-/// The last-level cache above PU @p pu (the largest cache among its ancestors), or null.
-hwloc_obj_t last_level_cache(hwloc_topology_t topo, unsigned pu)
+/// The cache above PU @p pu that @p better prefers among its ancestors, or null.
+template <class Better> hwloc_obj_t cache_above(hwloc_topology_t topo, unsigned pu, Better better)
 {
-    hwloc_obj_t llc = nullptr;
+    hwloc_obj_t found = nullptr;
     for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, pu); o != nullptr; o = o->parent) {
-        if (hwloc_obj_type_is_cache(o->type) && o->attr != nullptr &&
-            (llc == nullptr || o->attr->cache.size > llc->attr->cache.size)) {
-            llc = o;
+        if (hwloc_obj_type_is_cache(o->type) && o->attr != nullptr && o->attr->cache.size != 0 &&
+            (found == nullptr || better(o, found))) {
+            found = o;
         }
     }
-    return llc;
+    return found;
+}
+
+/// Worker @p w's share of @p cache: its size divided among the workers placed under it
+/// (@p worker_pus: the PU of each worker), which fill it together.
+std::uint64_t cache_share(hwloc_obj_t cache, const std::vector<unsigned> &worker_pus)
+{
+    std::uint64_t sharing = 0;
+    for (const unsigned pu : worker_pus) {
+        sharing += hwloc_bitmap_isset(cache->cpuset, pu) != 0 ? 1 : 0;
+    }
+    return cache->attr->cache.size / std::max<std::uint64_t>(sharing, 1);
 }
 
 /// The default of mpiv_params_t::scratch_ults for worker @p w: its share of its last-level
-/// cache / 8 KiB, the cache divided among the workers placed under it (@p worker_pus: the
-/// PU of each worker). Measured with ult_pingpong, one worker per process, on a 32 MiB
-/// cache (bench/README.md, "The scratch stack"): the scratch stack changed nothing up to
-/// 1,024 ULTs, lost 3 % at 2,048 and gained from 4,096 on, where the ULTs' stacks
-/// outgrow the cache. Workers that share the cache fill it together.
+/// cache (the largest above its PU) / 8 KiB. Measured with ult_pingpong, one worker per
+/// process, on a 32 MiB cache (bench/README.md, "The scratch stack"): the scratch stack
+/// changed nothing up to 1,024 ULTs, lost 3 % at 2,048 and gained from 4,096 on, where
+/// the ULTs' stacks outgrow the cache.
 std::uint32_t default_scratch_ults(hwloc_topology_t topo, const std::vector<unsigned> &worker_pus,
                                    std::size_t w)
 {
     constexpr std::uint32_t k_without_cache_info = 4096;
-    const hwloc_obj_t llc = last_level_cache(topo, worker_pus[w]);
-    if (llc == nullptr || llc->attr->cache.size == 0) {
+    const hwloc_obj_t llc = cache_above(topo, worker_pus[w], [](hwloc_obj_t a, hwloc_obj_t b) {
+        return a->attr->cache.size > b->attr->cache.size;
+    });
+    if (llc == nullptr) {
         return k_without_cache_info;
     }
-    std::uint64_t sharing = 0;
-    for (const unsigned pu : worker_pus) {
-        sharing += hwloc_bitmap_isset(llc->cpuset, pu) != 0 ? 1 : 0;
-    }
-    const std::uint64_t share = llc->attr->cache.size / std::max<std::uint64_t>(sharing, 1);
-    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(share / (8u << 10), 64, UINT32_MAX));
+    return static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(cache_share(llc, worker_pus) / (8u << 10), 64, UINT32_MAX));
 }
 
-/// The verbose line's words on a worker's scratch-stack threshold.
-std::string scratch_text(std::uint32_t ults)
+/// The default of mpiv_params_t::prefetch_ults for worker @p w: its share of its level-2
+/// cache (the closest above its PU of level 2 or more, when hwloc knows no level 2) /
+/// 2 KiB, the span of a ULT blocked in a receive: from there on the resumed ULTs' frames
+/// no longer stay in the cache close to the core. Measured with ult_pingpong, one worker
+/// per process, 512 KiB level-2 caches (bench/README.md, "Prefetching the next ULTs"):
+/// prefetching cost 2 % at 16 and 64 ULTs, nothing at 256, and gained from 1,024 on.
+std::uint32_t default_prefetch_ults(hwloc_topology_t topo, const std::vector<unsigned> &worker_pus,
+                                    std::size_t w)
 {
-    return ults == UINT32_MAX ? " (no scratch stack)"
-                              : " (scratch stack from " + std::to_string(ults) + " live ULTs)";
+    constexpr std::uint32_t k_without_cache_info = 256;
+    const hwloc_obj_t l2 = cache_above(topo, worker_pus[w], [](hwloc_obj_t a, hwloc_obj_t b) {
+        // The lowest level from 2 up (a level-1 cache holds far less than a stack each).
+        const unsigned da = a->attr->cache.depth, db = b->attr->cache.depth;
+        return da >= 2 && (db < 2 || da < db);
+    });
+    if (l2 == nullptr || l2->attr->cache.depth < 2) {
+        return k_without_cache_info;
+    }
+    return static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(cache_share(l2, worker_pus) / (2u << 10), 64, UINT32_MAX));
+}
+
+/// The verbose line's words on a worker's scratch-stack and prefetch thresholds.
+std::string scratch_text(std::uint32_t scratch_ults, std::uint32_t prefetch_ults)
+{
+    std::string text = scratch_ults == UINT32_MAX
+                           ? " (no scratch stack"
+                           : " (scratch stack from " + std::to_string(scratch_ults) + " live ULTs";
+    return text + (prefetch_ults == UINT32_MAX
+                       ? ", no stack prefetch)"
+                       : ", stack prefetch from " + std::to_string(prefetch_ults) + " live ULTs)");
 }
 
 } // namespace
@@ -173,6 +207,8 @@ status runtime::setup(const mpiv_params_t *p)
     }
     const bool scratch_set = (mask & MPIV_PARAM_FIELD_SCRATCH_ULTS) != 0;
     const std::uint32_t scratch_ults = scratch_set ? p->scratch_ults : 0;
+    const bool prefetch_set = (mask & MPIV_PARAM_FIELD_PREFETCH_ULTS) != 0;
+    const std::uint32_t prefetch_ults = prefetch_set ? p->prefetch_ults : 0;
     if (mask & MPIV_PARAM_FIELD_NUM_WORKERS) {
         if (p->num_workers < 1 || p->num_workers > k_max_workers) {
             base::log(base::log_level::error, "mpiv_init: num_workers %u is outside [1, %u]",
@@ -233,7 +269,8 @@ status runtime::setup(const mpiv_params_t *p)
         hwloc_bitmap_only(one, worker_pus[i]);
         workers_.emplace_back(new (std::nothrow) worker(
             i, max_ults, *stacks_, topo_, one,
-            scratch_set ? scratch_ults : default_scratch_ults(topo_, worker_pus, i)));
+            scratch_set ? scratch_ults : default_scratch_ults(topo_, worker_pus, i),
+            prefetch_set ? prefetch_ults : default_prefetch_ults(topo_, worker_pus, i)));
         if (!workers_.back()) {
             st = status::nomem;
             break;
@@ -250,7 +287,8 @@ status runtime::setup(const mpiv_params_t *p)
         for (; listed < num_workers && where.size() < 400; ++listed) {
             where += (listed != 0 ? ", " : "") + std::string("worker ") +
                      std::to_string(listed) + " on PU " + std::to_string(pus[listed % pus.size()]) +
-                     scratch_text(workers_[listed]->scratch_ults());
+                     scratch_text(workers_[listed]->scratch_ults(),
+                                  workers_[listed]->prefetch_ults());
         }
         base::log(base::log_level::info, "mpiv_init: %u ULT workers: %s%s", num_workers,
                   where.c_str(), listed < num_workers ? ", ..." : "");

@@ -58,9 +58,10 @@ class alloc_guard {
 } // namespace
 
 worker::worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
-               hwloc_const_cpuset_t pu, std::uint32_t scratch_ults)
+               hwloc_const_cpuset_t pu, std::uint32_t scratch_ults, std::uint32_t prefetch_ults)
     : id_(id), capacity_(capacity), stacks_(stacks), topo_(topo), pu_(hwloc_bitmap_dup(pu)),
       slots_(nullptr), slots_bytes_(sizeof(slot) * capacity), scratch_ults_(scratch_ults),
+      prefetch_ults_(prefetch_ults),
       runset_(capacity)
 {
     void *p = mmap(nullptr, slots_bytes_, PROT_READ | PROT_WRITE,
@@ -148,7 +149,11 @@ void worker::main()
         acknowledge();
         const std::uint32_t limit = fresh_.load(std::memory_order_relaxed);
         t_streak_ = 0;
-        if (runset_.drain(limit, [this](std::uint32_t id) { dispatch(id); }) == 0) {
+        const auto run = [this](std::uint32_t id) { dispatch(id); };
+        const auto ahead = [this](const std::uint32_t *next, std::uint32_t count) {
+            prefetch_upcoming(next, count);
+        };
+        if (runset_.drain(limit, run, ahead) == 0) {
             idle();
         }
     }
@@ -186,6 +191,44 @@ void worker::idle()
     }
     base::futex_wait(sleeping_, 1);
     sleeping_.store(0, std::memory_order_relaxed);
+}
+
+void worker::prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) noexcept
+{
+    // Relaxed: the count only chooses whether to prefetch (as in scratch_wanted()).
+    if (count == 0 || live_count_.load(std::memory_order_relaxed) < prefetch_ults_) {
+        return;
+    }
+    // The loads below are the owner's: a live ULT of this worker is suspended now (its
+    // worker runs this) and exits, or saves a new stack pointer, only on this thread. The
+    // state is checked first, as dispatch() does: a stale id's slot may be respawned.
+    if (count > 3) {
+        base::prefetch(&slot_at(next[3]));
+    }
+    if (count > 1) {
+        const slot &s = slot_at(next[1]);
+        // sync: acquire; pairs with the release store of state in spawn(): u is set.
+        if (s.state.load(std::memory_order_acquire) == slot_state::live) {
+            base::prefetch(s.u);
+        }
+    }
+    const slot &s = slot_at(next[0]);
+    // sync: acquire; pairs with the release store of state in spawn(): u is set.
+    if (s.state.load(std::memory_order_acquire) != slot_state::live) {
+        return;
+    }
+    const char *sp = static_cast<const char *>(s.u->ctx.sp);
+    const char *const top = reinterpret_cast<const char *>(s.u + 1);
+    if (sp == nullptr || sp >= top) {
+        return;
+    }
+    const char *const end = top - sp > std::ptrdiff_t{k_prefetch_lines * k_cacheline}
+                                ? sp + k_prefetch_lines * k_cacheline
+                                : top;
+    for (const char *line = sp; line < end; line += k_cacheline) {
+        base::prefetch(line);
+    }
+    prefetched_.store(prefetched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void worker::dispatch(std::uint32_t id)

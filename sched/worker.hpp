@@ -48,6 +48,17 @@
 //   and gives it back after; meanwhile the calls of its worker's other ULTs (it may block
 //   inside, a nested call may come) run on their own stacks. So a call may block, yield
 //   or park inside like any other. scratch_ is owner-only (no atomics).
+// - Stack prefetch (prefetch_upcoming): a resumed ULT's first instructions load its saved
+//   registers and return through its blocked frames, lines cold once thousands of ULTs
+//   take turns, each miss waiting for the one before (the saved stack pointer comes from
+//   the descriptor, the descriptor from the slot). The scheduler knows which ids come
+//   next (runset::drain's look-ahead), so before each dispatch it asks for the lines
+//   of the ones after it, a stage of the chain per distance: the slot of the fourth
+//   next, the descriptor of the second, the frames of the next one, from its saved stack
+//   pointer up to its descriptor (at most k_prefetch_lines). Only the owner reads these
+//   (a suspended ULT of this worker changes only on this thread), and only from
+//   prefetch_ults_ live ULTs on: with fewer, the stacks stay in the cache and the
+//   prefetches are pure cost. Direct hand-offs (t_next_) are not prefetched.
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -103,10 +114,16 @@ class worker {
     /// Direct switches (t_next_) allowed per scheduling pass: the fairness bound's slack.
     static constexpr std::uint32_t k_max_streak = 32;
 
+    /// Most lines of a ULT's stack prefetched before its turn (4 KiB from its saved stack
+    /// pointer up; a ULT blocked in a receive of Open MPI spans about 1.7 KiB).
+    static constexpr std::uint32_t k_prefetch_lines = 64;
+
     /// @param scratch_ults live ULTs from which on_scratch() uses the scratch stack
     ///        (mpiv_params_t::scratch_ults; UINT32_MAX: never)
+    /// @param prefetch_ults live ULTs from which the scheduler prefetches the stacks of
+    ///        the ULTs that run next (mpiv_params_t::prefetch_ults; UINT32_MAX: never)
     worker(std::uint32_t id, std::uint32_t capacity, stack_pool &stacks, hwloc_topology_t topo,
-           hwloc_const_cpuset_t pu, std::uint32_t scratch_ults);
+           hwloc_const_cpuset_t pu, std::uint32_t scratch_ults, std::uint32_t prefetch_ults);
     ~worker();
     worker(const worker &) = delete;
     worker &operator=(const worker &) = delete;
@@ -171,6 +188,8 @@ class worker {
     std::uint32_t id() const noexcept { return id_; }
     /// Live ULTs from which on_scratch() uses the scratch stack.
     std::uint32_t scratch_ults() const noexcept { return scratch_ults_; }
+    /// Live ULTs from which the scheduler prefetches the stacks of the next ULTs.
+    std::uint32_t prefetch_ults() const noexcept { return prefetch_ults_; }
     /// Live (not yet exited) ULTs: a scan of the slot table (on_scratch() reads the
     /// running count live_count_ instead). Exact only while no ULT is spawned or exits
     /// concurrently.
@@ -179,6 +198,9 @@ class worker {
     std::vector<std::uint32_t> live_ids(std::size_t max) const;
     /// ULTs switched to so far (owner-written; racy read for tests and statistics).
     std::uint64_t dispatches() const noexcept { return dispatches_.load(std::memory_order_relaxed); }
+    /// Dispatches from the runset whose ULT's stack was prefetched before its turn
+    /// (owner-written; racy read for tests and statistics).
+    std::uint64_t prefetched() const noexcept { return prefetched_.load(std::memory_order_relaxed); }
 
     static std::uint64_t make_handle(std::uint32_t gen, std::uint32_t worker, std::uint32_t id) noexcept
     {
@@ -302,6 +324,7 @@ class worker {
         ++t_streak_;
         return u;
     }
+    void prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) noexcept;
     void count_dispatch() noexcept
     {
         dispatches_.store(dispatches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -349,6 +372,7 @@ class worker {
     /// the pool had none (owner-only).
     stack_region scratch_;
     const std::uint32_t scratch_ults_;
+    const std::uint32_t prefetch_ults_;
     /// Live ULTs: spawned, not yet reaped. Any spawner adds, the owner subtracts (relaxed:
     /// it only chooses the stack of on_scratch()). On its own line: spawners on other
     /// threads write it, the owner reads the fields above on every switch.
@@ -359,6 +383,7 @@ class worker {
     std::atomic<bool> stop_{false};
     std::atomic<bool> running_{false};
     alignas(k_false_sharing) std::atomic<std::uint64_t> dispatches_{0}; ///< owner-written
+    std::atomic<std::uint64_t> prefetched_{0};                          ///< owner-written
     // Quiescence handshake: requests from any thread, acknowledgements by the owner.
     alignas(k_false_sharing) std::atomic<std::uint32_t> ack_req_{0};
     alignas(k_false_sharing) std::atomic<std::uint32_t> ack_{0};

@@ -36,6 +36,31 @@ void bench_ult_opts_init(struct bench_ult_opts *o, struct bench_extra_opt *extra
         "live ULTs per worker from which their engine calls use its scratch stack\n"
         "                      (0: always; default: the runtime's, from the cache size)",
         &o->scratch_ults};
+    o->prefetch_ults = "default";
+    extra[3] = (struct bench_extra_opt){
+        "prefetch-ults",
+        "live ULTs per worker from which its scheduler prefetches the next ULTs' stacks\n"
+        "                      (0: always; 4294967295: never; default: the runtime's, from the cache size)",
+        &o->prefetch_ults};
+}
+
+/* A ULT-count threshold option (0..UINT32_MAX or "default"): sets @p bit and *field. */
+static void ult_threshold(const char *text, const char *name, const char *prog,
+                          mpiv_params_t *params, uint64_t bit, uint32_t *field)
+{
+    if (0 == strcmp(text, "default")) {
+        return;
+    }
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if ('\0' != *end || end == text || '-' == text[0] || 0 != errno || v > UINT32_MAX) {
+        fprintf(stderr, "%s: --%s needs 0..4294967295 or default, not '%s' (try --help)\n",
+                prog, name, text);
+        exit(BENCH_EXIT_USAGE);
+    }
+    params->field_mask |= bit;
+    *field = (uint32_t) v;
 }
 
 mpiv_params_t bench_ult_params(const struct bench_ult_opts *o, const char *prog,
@@ -59,19 +84,10 @@ mpiv_params_t bench_ult_params(const struct bench_ult_opts *o, const char *prog,
     memset(&params, 0, sizeof params);
     params.field_mask = MPIV_PARAM_FIELD_STACK_SIZE;
     params.stack_size = stack;
-    if (0 != strcmp(o->scratch_ults, "default")) {
-        errno = 0;
-        end = NULL;
-        unsigned long long scratch = strtoull(o->scratch_ults, &end, 10);
-        if ('\0' != *end || end == o->scratch_ults || '-' == o->scratch_ults[0] || 0 != errno ||
-            scratch > UINT32_MAX) {
-            fprintf(stderr, "%s: --scratch-ults needs 0..4294967295 or default, not '%s' "
-                            "(try --help)\n", prog, o->scratch_ults);
-            exit(BENCH_EXIT_USAGE);
-        }
-        params.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
-        params.scratch_ults = (uint32_t) scratch;
-    }
+    ult_threshold(o->scratch_ults, "scratch-ults", prog, &params, MPIV_PARAM_FIELD_SCRATCH_ULTS,
+                  &params.scratch_ults);
+    ult_threshold(o->prefetch_ults, "prefetch-ults", prog, &params,
+                  MPIV_PARAM_FIELD_PREFETCH_ULTS, &params.prefetch_ults);
     if (workers > 0) {
         params.field_mask |= MPIV_PARAM_FIELD_NUM_WORKERS;
         params.num_workers = (unsigned) workers;

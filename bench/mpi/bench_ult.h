@@ -1,7 +1,7 @@
 /*
  * mpiv ULTs in the MPI benchmarks (<mpiv/mpiv.h>, libmpiv; pml mpiv only): the options
- * --workers, --stack-size and --scratch-ults, the start of the runtime, and teams of ULTs that run a
- * bench_thread_fn as bench_team_run runs pthreads.
+ * --workers, --stack-size, --scratch-ults and --prefetch-ults, the start of the runtime, and
+ * teams of ULTs that run a bench_thread_fn as bench_team_run runs pthreads.
  */
 #ifndef MPIV_BENCH_ULT_H
 #define MPIV_BENCH_ULT_H
@@ -14,14 +14,15 @@
 #define BENCH_ULT(_call) bench_ult_check((_call), #_call, __FILE__, __LINE__)
 void bench_ult_check(int rc, const char *call, const char *file, int line);
 
-/* The texts of --workers, --stack-size and --scratch-ults; bench_ult_opts_init sets the
- * defaults. */
+/* The texts of --workers, --stack-size, --scratch-ults and --prefetch-ults;
+ * bench_ult_opts_init sets the defaults. */
 struct bench_ult_opts {
     const char *workers;
     const char *stack_size;
     const char *scratch_ults;
+    const char *prefetch_ults;
 };
-enum { BENCH_ULT_NOPTS = 3 };
+enum { BENCH_ULT_NOPTS = 4 };
 /* Defaults, and the options for bench_parse in extra[0 .. BENCH_ULT_NOPTS - 1]. */
 void bench_ult_opts_init(struct bench_ult_opts *o, struct bench_extra_opt *extra);
 

@@ -198,13 +198,17 @@ else
     "$bindir/ult_pingpong" --scratch-ults 4294967296 >/dev/null 2>&1
     rc=$?
     [ $rc -eq 2 ] || fail "ult_pingpong --scratch-ults 4294967296 gave exit status $rc, expected 2"
-    # inline with the scratch stack always (--scratch-ults 0) and never, server as it comes
+    "$bindir/ult_pingpong" --prefetch-ults -1 >/dev/null 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "ult_pingpong --prefetch-ults -1 gave exit status $rc, expected 2"
+    # inline with the scratch stack and the stack prefetch always (0) and never, server as
+    # it comes
     for variant in inline:0 inline:4294967295 server:default; do
         progress=${variant%%:*}
         scratch=${variant#*:}
         run "ult_pingpong-$progress-$scratch" "${mpiv[@]}" --mca pml_mpiv_progress "$progress" \
             "$bindir/ult_pingpong" -t 1,100 -s 0,8,64k --seconds 0.05 --warmup 5 \
-            --scratch-ults "$scratch" --label "mpiv-$progress" &&
+            --scratch-ults "$scratch" --prefetch-ults "$scratch" --label "mpiv-$progress" &&
             expect_points "$tmp/ult_pingpong-$progress-$scratch.out" ult_pingpong \
                 "mpiv-$progress" "1 100" "0 8 65536" \
                 "rate msg_rate lat_mean lat_p50 lat_p99 t_total rss_rank0 rss_rank1"

@@ -48,7 +48,8 @@ enum mpiv_params_field {
     MPIV_PARAM_FIELD_STACK_SIZE = 1u << 2,
     MPIV_PARAM_FIELD_MAX_ULTS = 1u << 3,
     MPIV_PARAM_FIELD_GUARD_PAGES = 1u << 4,
-    MPIV_PARAM_FIELD_SCRATCH_ULTS = 1u << 5
+    MPIV_PARAM_FIELD_SCRATCH_ULTS = 1u << 5,
+    MPIV_PARAM_FIELD_PREFETCH_ULTS = 1u << 6
 };
 
 /** Guard-page policy for ULT stacks. */
@@ -86,6 +87,16 @@ typedef struct mpiv_params {
                                        worker, and 4,096 when hwloc knows no cache; 0:
                                        always; UINT32_MAX: never, and no scratch stack is
                                        made) */
+    uint32_t prefetch_ults;       /**< live ULTs of a worker from which its scheduler,
+                                       before each ULT's turn, prefetches the stack of
+                                       the ULT that runs after it (from its saved stack
+                                       pointer up, at most 4 KiB), so that a ULT resumed
+                                       after thousands of others does not wait for its
+                                       frames one miss at a time (default: the worker's
+                                       share of its level-2 cache, divided among the
+                                       workers placed under it, / 2 KiB, at least 64: 256
+                                       for 512 KiB, and 256 when hwloc knows no level-2
+                                       cache; 0: always; UINT32_MAX: never) */
 } mpiv_params_t;
 
 /**

@@ -66,11 +66,11 @@ else
     status=1
 fi
 
-# The ULT workers' placement and scratch-stack threshold (ult sets 0), once the program
-# starts mpiv's runtime.
+# The ULT workers' placement, scratch-stack and prefetch thresholds (ult sets both 0),
+# once the program starts mpiv's runtime.
 if MPIV_TEST_MPIRUN_ARGS="--mca pml_mpiv_verbose 2" "$here/run.sh" ult 2 >"$log" 2>&1 &&
-    [ "$(grep -cE 'mpiv_init: [0-9]+ ULT workers: worker 0 on PU [0-9]+ \(scratch stack from 0 live ULTs\)' "$log")" -eq 2 ]; then
-    echo "PASS pml_mpiv_verbose 2 states the ULT workers' PUs and scratch-stack threshold"
+    [ "$(grep -cE 'mpiv_init: [0-9]+ ULT workers: worker 0 on PU [0-9]+ \(scratch stack from 0 live ULTs, stack prefetch from 0 live ULTs\)' "$log")" -eq 2 ]; then
+    echo "PASS pml_mpiv_verbose 2 states the ULT workers' PUs, scratch-stack and prefetch thresholds"
 else
     cat "$log"
     echo "FAIL pml_mpiv_verbose 2: no line on the ULT workers"

@@ -11,7 +11,9 @@
  * then keep the peer's ULT waiting for it from ever running), the default is one ULT per
  * worker, each on its own worker. The ULTs make their non-blocking engine calls on their
  * workers' scratch stacks (mpiv_params_t::scratch_ults 0, whatever the ULT count), unless
- * env MPIV_TEST_SCRATCH_ULTS names another threshold ("default": the runtime's).
+ * env MPIV_TEST_SCRATCH_ULTS names another threshold ("default": the runtime's), and their
+ * workers prefetch the stacks of the ULTs that run next (prefetch_ults 0), unless env
+ * MPIV_TEST_PREFETCH_ULTS names another threshold.
  */
 #include "mpi_test.h"
 
@@ -109,8 +111,13 @@ int main(int argc, char **argv)
     memset(&params, 0, sizeof params);
     const char *scratch = getenv("MPIV_TEST_SCRATCH_ULTS");
     if (NULL == scratch || 0 != strcmp(scratch, "default")) {
-        params.field_mask = MPIV_PARAM_FIELD_SCRATCH_ULTS;
+        params.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
         params.scratch_ults = NULL != scratch ? (uint32_t) strtoul(scratch, NULL, 10) : 0;
+    }
+    const char *prefetch = getenv("MPIV_TEST_PREFETCH_ULTS");
+    if (NULL == prefetch || 0 != strcmp(prefetch, "default")) {
+        params.field_mask |= MPIV_PARAM_FIELD_PREFETCH_ULTS;
+        params.prefetch_ults = NULL != prefetch ? (uint32_t) strtoul(prefetch, NULL, 10) : 0;
     }
     MT_CHECK(MPIV_OK == mpiv_init(&params), "mpiv_init failed");
     MT_CHECK(MPIV_OK == mpiv_num_workers(&mine), "mpiv_num_workers failed");

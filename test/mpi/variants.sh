@@ -31,12 +31,19 @@ for config in \
         rm -f "$out"
     done
 done
-# ult runs its engine calls on the scratch stack (scratch_ults 0); once more with the
-# runtime's threshold, below which 1000 ULTs stay on their own stacks.
-if MPIV_TEST_SCRATCH_ULTS=default "$here/run.sh" ult 2 >/dev/null 2>&1; then
-    echo "PASS ult with the runtime's scratch_ults"
+# ult runs its engine calls on the scratch stack and prefetches the next ULTs' stacks
+# (scratch_ults and prefetch_ults 0); once more with the runtime's thresholds (below its
+# scratch_ults 1000 ULTs stay on their own stacks), and once with no prefetch at all.
+if MPIV_TEST_SCRATCH_ULTS=default MPIV_TEST_PREFETCH_ULTS=default "$here/run.sh" ult 2 >/dev/null 2>&1; then
+    echo "PASS ult with the runtime's scratch_ults and prefetch_ults"
 else
-    echo "FAIL ult with the runtime's scratch_ults (rerun: MPIV_TEST_SCRATCH_ULTS=default run.sh ult 2)"
+    echo "FAIL ult with the runtime's scratch_ults and prefetch_ults (rerun: MPIV_TEST_SCRATCH_ULTS=default MPIV_TEST_PREFETCH_ULTS=default run.sh ult 2)"
+    status=1
+fi
+if MPIV_TEST_PREFETCH_ULTS=4294967295 "$here/run.sh" ult 2 >/dev/null 2>&1; then
+    echo "PASS ult without the stack prefetch"
+else
+    echo "FAIL ult without the stack prefetch (rerun: MPIV_TEST_PREFETCH_ULTS=4294967295 run.sh ult 2)"
     status=1
 fi
 for test in "p2p_sizes 2" "datatypes 2" "probe 2" "cancel 2" "persistent 2" "truncate 2" \

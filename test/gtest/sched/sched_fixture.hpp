@@ -12,8 +12,10 @@ namespace mpiv::test {
 class sched_test : public ::testing::Test {
   protected:
     /// @param scratch_ults mpiv_params_t::scratch_ults, or -1 for the runtime's default
+    /// @param prefetch_ults mpiv_params_t::prefetch_ults, or -1 for the runtime's default
     void start(unsigned workers = 2, std::uint32_t max_ults = 1u << 20,
-               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO, std::int64_t scratch_ults = -1)
+               mpiv_guard_pages_t guards = MPIV_GUARD_PAGES_AUTO, std::int64_t scratch_ults = -1,
+               std::int64_t prefetch_ults = -1)
     {
         mpiv_params_t p{};
         p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_MAX_ULTS |
@@ -25,6 +27,10 @@ class sched_test : public ::testing::Test {
         if (scratch_ults >= 0) {
             p.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
             p.scratch_ults = static_cast<std::uint32_t>(scratch_ults);
+        }
+        if (prefetch_ults >= 0) {
+            p.field_mask |= MPIV_PARAM_FIELD_PREFETCH_ULTS;
+            p.prefetch_ults = static_cast<std::uint32_t>(prefetch_ults);
         }
         ASSERT_EQ(sched::runtime::init(&p), status::ok);
         rt_ = sched::runtime::get();

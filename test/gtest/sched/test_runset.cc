@@ -1,4 +1,5 @@
-// The two-level run set: no lost or duplicated ids, capacity, rotation of the scan start.
+// The two-level run set: no lost or duplicated ids, capacity, rotation of the scan start,
+// the look-ahead.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -29,6 +30,40 @@ TEST(runset, set_then_drain_returns_each_id_once)
     // Hints are sticky until a pass finds their group empty; that pass clears them.
     EXPECT_EQ(rs.drain(rs.capacity(), [](std::uint32_t) {}), 0u);
     EXPECT_FALSE(rs.any());
+}
+
+// Before each run, drain() shows the ids that run after it from the same level-1 word, in
+// the order they run: what the worker prefetches must be what comes next.
+TEST(runset, drain_shows_the_ids_that_run_next_from_their_word)
+{
+    runset rs(4096);
+    const std::vector<std::uint32_t> ids = {3, 5, 17, 63, 64, 100, 700, 701, 4095};
+    for (int pass = 0; pass < 8; ++pass) { // the scan start rotates from pass to pass
+        for (auto id : ids) {
+            rs.set(id);
+        }
+        std::vector<std::uint32_t> ran;
+        std::vector<std::vector<std::uint32_t>> shown; // what ahead() showed before each run
+        std::vector<std::uint32_t> pending;
+        const std::uint32_t taken = rs.drain(
+            rs.capacity(),
+            [&](std::uint32_t id) {
+                ran.push_back(id);
+                shown.push_back(pending);
+                pending.clear();
+            },
+            [&](const std::uint32_t *next, std::uint32_t count) { pending.assign(next, next + count); });
+        ASSERT_EQ(taken, ids.size());
+        ASSERT_EQ(std::multiset<std::uint32_t>(ran.begin(), ran.end()),
+                  std::multiset<std::uint32_t>(ids.begin(), ids.end()));
+        for (std::size_t i = 0; i < ran.size(); ++i) {
+            std::vector<std::uint32_t> expected;
+            for (std::size_t k = i + 1; k < ran.size() && ran[k] / 64 == ran[i] / 64; ++k) {
+                expected.push_back(ran[k]);
+            }
+            EXPECT_EQ(shown[i], expected) << "before id " << ran[i] << ", pass " << pass;
+        }
+    }
 }
 
 TEST(runset, capacity_rounds_up_to_groups)

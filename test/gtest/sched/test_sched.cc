@@ -11,12 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include <hwloc.h>
-
 #include "base/stats.hpp"
 #include "sched/runtime.hpp"
 #include "sched/sync.hpp"
 #include "test/gtest/common/stress.hpp"
+#include "test/gtest/sched/cache_defaults.hpp"
 #include "test/gtest/sched/sched_fixture.hpp"
 
 namespace {
@@ -771,40 +770,11 @@ TEST_F(sched_test, on_scratch_lends_the_stack_to_a_call_that_blocks)
         << "the third call ran on another stack than the first";
 }
 
-// The default for worker w of n: its last-level cache, divided among the workers placed
-// under it, / 8 KiB (at least 64); 4,096 without cache information. Worker i runs on PU
-// i mod (PUs of the process binding), in the binding's order.
+// The default for worker w of n: its share of its last-level cache / 8 KiB (4,096 without
+// cache information).
 std::uint32_t expected_default_scratch_ults(unsigned n, unsigned w)
 {
-    hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
-        return 0;
-    }
-    hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
-        hwloc_bitmap_copy(set, hwloc_topology_get_allowed_cpuset(topo));
-    }
-    std::vector<unsigned> pus;
-    for (int pu = hwloc_bitmap_first(set); pu >= 0; pu = hwloc_bitmap_next(set, pu)) {
-        pus.push_back(static_cast<unsigned>(pu));
-    }
-    hwloc_bitmap_free(set);
-    std::uint64_t llc = 0;
-    hwloc_const_bitmap_t under = nullptr;
-    for (hwloc_obj_t o = hwloc_get_pu_obj_by_os_index(topo, pus[w % pus.size()]); o != nullptr;
-         o = o->parent) {
-        if (hwloc_obj_type_is_cache(o->type) && o->attr->cache.size > llc) {
-            llc = o->attr->cache.size;
-            under = o->cpuset;
-        }
-    }
-    unsigned sharing = 0;
-    for (unsigned i = 0; i < n && under != nullptr; ++i) {
-        sharing += hwloc_bitmap_isset(under, pus[i % pus.size()]) != 0 ? 1 : 0;
-    }
-    hwloc_topology_destroy(topo);
-    return llc == 0 ? 4096
-                    : static_cast<std::uint32_t>(std::max<std::uint64_t>(llc / sharing / 8192, 64));
+    return mpiv::test::expected_cache_default(n, w, mpiv::test::cache_pick::last_level, 8192, 4096);
 }
 
 TEST_F(sched_test, scratch_ults_parameter_and_default)
