@@ -108,7 +108,10 @@ namespace mpiv::base::stats {
     X(table_growths, "growths", "Growths of the matching hash table's bucket array (each "     \
                                 "multiplies the bucket count by 4)")                            \
     X(scratch_calls, "calls", "Engine calls ULTs made on their worker's scratch stack (from "    \
-                              "mpiv_params_t::scratch_ults live ULTs per worker on)")
+                              "mpiv_params_t::scratch_ults live ULTs per worker on)")          \
+    X(stack_prefetches, "turns", "ULT turns whose stack the scheduler prefetched during the "   \
+                                 "turn before (from mpiv_params_t::prefetch_ults live ULTs per " \
+                                 "worker on)")
 
 // X(name, unit, description): the counters kept per communicator (see the design above).
 #define MPIV_STATS_COMM_COUNTERS(X)                                                               \

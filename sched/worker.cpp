@@ -228,7 +228,7 @@ void worker::prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) n
     for (const char *line = sp; line < end; line += k_cacheline) {
         base::prefetch(line);
     }
-    prefetched_.store(prefetched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    base::stats::add(base::stats::counter::stack_prefetches);
 }
 
 void worker::dispatch(std::uint32_t id)

@@ -58,7 +58,8 @@
 //   pointer up to its descriptor (at most k_prefetch_lines). Only the owner reads these
 //   (a suspended ULT of this worker changes only on this thread), and only from
 //   prefetch_ults_ live ULTs on: with fewer, the stacks stay in the cache and the
-//   prefetches are pure cost. Direct hand-offs (t_next_) are not prefetched.
+//   prefetches are pure cost. Direct hand-offs (t_next_) are not prefetched. Each
+//   prefetched turn counts in base::stats (stack_prefetches).
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -198,9 +199,6 @@ class worker {
     std::vector<std::uint32_t> live_ids(std::size_t max) const;
     /// ULTs switched to so far (owner-written; racy read for tests and statistics).
     std::uint64_t dispatches() const noexcept { return dispatches_.load(std::memory_order_relaxed); }
-    /// Dispatches from the runset whose ULT's stack was prefetched before its turn
-    /// (owner-written; racy read for tests and statistics).
-    std::uint64_t prefetched() const noexcept { return prefetched_.load(std::memory_order_relaxed); }
 
     static std::uint64_t make_handle(std::uint32_t gen, std::uint32_t worker, std::uint32_t id) noexcept
     {
@@ -383,7 +381,6 @@ class worker {
     std::atomic<bool> stop_{false};
     std::atomic<bool> running_{false};
     alignas(k_false_sharing) std::atomic<std::uint64_t> dispatches_{0}; ///< owner-written
-    std::atomic<std::uint64_t> prefetched_{0};                          ///< owner-written
     // Quiescence handshake: requests from any thread, acknowledgements by the owner.
     alignas(k_false_sharing) std::atomic<std::uint32_t> ack_req_{0};
     alignas(k_false_sharing) std::atomic<std::uint32_t> ack_{0};
