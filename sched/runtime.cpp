@@ -139,8 +139,9 @@ std::uint32_t default_scratch_ults(hwloc_topology_t topo, const std::vector<unsi
 /// cache (the closest above its PU of level 2 or more, when hwloc knows no level 2) /
 /// 2 KiB, the span of a ULT blocked in a receive: from there on the resumed ULTs' frames
 /// no longer stay in the cache close to the core. Measured with ult_pingpong, one worker
-/// per process, 512 KiB level-2 caches (bench/README.md, "Prefetching the next ULTs"):
-/// prefetching cost 2 % at 16 and 64 ULTs, nothing at 256, and gained from 1,024 on.
+/// per process, 1 MiB level-2 caches (bench/README.md, "Prefetching the next ULTs'
+/// stacks"): prefetching always cost 2 % at 16 and 64 ULTs and nothing at 256; from the
+/// default, 512, it gained 10 % at 512 and 1,024 ULTs and more beyond.
 std::uint32_t default_prefetch_ults(hwloc_topology_t topo, const std::vector<unsigned> &worker_pus,
                                     std::size_t w)
 {
