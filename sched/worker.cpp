@@ -219,7 +219,9 @@ void worker::prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) n
     }
     const char *sp = static_cast<const char *>(s.u->ctx.sp);
     const char *const top = reinterpret_cast<const char *>(s.u + 1);
-    if (sp == nullptr || sp >= top) {
+    // A ULT blocked inside a call on the worker's scratch stack (on_scratch) saved its
+    // stack pointer there: its frames there are the scratch stack's, hot anyway.
+    if (sp < static_cast<const char *>(s.u->stack.lo) || sp >= top) {
         return;
     }
     const char *const end = top - sp > std::ptrdiff_t{k_prefetch_lines * k_cacheline}
@@ -422,7 +424,8 @@ status worker::spawn(mpiv_ult_func_t func, void *arg, bool detached, std::uint64
     handle = make_handle(static_cast<std::uint32_t>(gen), id_, id);
     u->handle = handle;
     live_count_.fetch_add(1, std::memory_order_relaxed);
-    // sync: release; pairs with the acquire load in dispatch(): u and its context are set.
+    // sync: release; pairs with the acquire loads in dispatch(), prefetch_upcoming() and the
+    // wake paths: u and its context are set.
     s.state.store(slot_state::live, std::memory_order_release);
     wake(id);
     return status::ok;

@@ -52,14 +52,18 @@
 //   registers and return through its blocked frames, lines cold once thousands of ULTs
 //   take turns, each miss waiting for the one before (the saved stack pointer comes from
 //   the descriptor, the descriptor from the slot). The scheduler knows which ids come
-//   next (runset::drain's look-ahead), so before each dispatch it asks for the lines
-//   of the ones after it, a stage of the chain per distance: the slot of the fourth
-//   next, the descriptor of the second, the frames of the next one, from its saved stack
-//   pointer up to its descriptor (at most k_prefetch_lines). Only the owner reads these
-//   (a suspended ULT of this worker changes only on this thread), and only from
+//   next (runset::drain's look-ahead: the rest of the 64-id word a pass took), so before
+//   each dispatch it asks for the lines of the ones after it, a stage of the chain per
+//   distance: the slot of the fourth next, the descriptor of the second, the frames of
+//   the next one, from its saved stack pointer up to its descriptor (at most
+//   k_prefetch_lines; none when the ULT is blocked on the scratch stack). The first id of
+//   each word and direct hand-offs (t_next_) go without. Only the owner reads a ULT's
+//   descriptor and stack (a suspended ULT of this worker changes only on this thread);
+//   a slot's u is written by spawners on any thread while the slot is not live, so the
+//   state is checked first (acquire), as dispatch() does. It runs only from
 //   prefetch_ults_ live ULTs on: with fewer, the stacks stay in the cache and the
-//   prefetches are pure cost. Direct hand-offs (t_next_) are not prefetched. Each
-//   prefetched turn counts in base::stats (stack_prefetches).
+//   prefetches are pure cost. Each prefetched turn counts in base::stats
+//   (stack_prefetches).
 // - Idle: spin, then yield, then sleep on sleeping_ (futex). wake() after a runset set
 //   checks sleeping_; the seq_cst pair set()/any() vs sleeping_ is a Dekker handshake.
 #pragma once
@@ -115,8 +119,9 @@ class worker {
     /// Direct switches (t_next_) allowed per scheduling pass: the fairness bound's slack.
     static constexpr std::uint32_t k_max_streak = 32;
 
-    /// Most lines of a ULT's stack prefetched before its turn (4 KiB from its saved stack
-    /// pointer up; a ULT blocked in a receive of Open MPI spans about 1.7 KiB).
+    /// Most lines of a ULT's stack prefetched before its turn (4 KiB with 64-byte lines,
+    /// from its saved stack pointer up; a ULT blocked in a receive of Open MPI spans about
+    /// 1.7 KiB).
     static constexpr std::uint32_t k_prefetch_lines = 64;
 
     /// @param scratch_ults live ULTs from which on_scratch() uses the scratch stack

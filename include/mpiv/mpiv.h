@@ -89,14 +89,16 @@ typedef struct mpiv_params {
                                        made) */
     uint32_t prefetch_ults;       /**< live ULTs of a worker from which its scheduler,
                                        before each ULT's turn, prefetches the stack of
-                                       the ULT that runs after it (from its saved stack
-                                       pointer up, at most 4 KiB), so that a ULT resumed
-                                       after thousands of others does not wait for its
-                                       frames one miss at a time (default: the worker's
-                                       share of its level-2 cache, divided among the
-                                       workers placed under it, / 2 KiB, at least 64: 256
-                                       for 512 KiB, and 256 when hwloc knows no level-2
-                                       cache; 0: always; UINT32_MAX: never) */
+                                       the ULT that runs after it in the same scheduling
+                                       pass (from its saved stack pointer up, at most 64
+                                       cache lines), so that a ULT resumed after
+                                       thousands of others does not wait for its frames
+                                       one miss at a time (default: the worker's share of
+                                       the closest cache of level 2 or more above it,
+                                       divided among the workers placed under it, /
+                                       2 KiB, at least 64: 512 for 1 MiB, and 256 when
+                                       hwloc knows no such cache; 0: always;
+                                       UINT32_MAX: never) */
 } mpiv_params_t;
 
 /**

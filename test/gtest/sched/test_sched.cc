@@ -783,14 +783,19 @@ TEST_F(sched_test, scratch_ults_parameter_and_default)
     EXPECT_EQ(rt_->at(0).scratch_ults(), 123u);
     EXPECT_EQ(rt_->at(1).scratch_ults(), 123u);
     ASSERT_EQ(runtime::finalize(), status::ok);
+    // (The expected values are read while no worker runs, as the runtime reads them.)
+    const std::uint32_t alone = expected_default_scratch_ults(1, 0);
     start(1);
-    const std::uint32_t alone = rt_->at(0).scratch_ults();
-    EXPECT_EQ(alone, expected_default_scratch_ults(1, 0));
+    EXPECT_EQ(rt_->at(0).scratch_ults(), alone);
     ASSERT_EQ(runtime::finalize(), status::ok);
     // Workers under one last-level cache share it: each counts against its part.
+    std::uint32_t four[4];
+    for (unsigned w = 0; w < 4; ++w) {
+        four[w] = expected_default_scratch_ults(4, w);
+    }
     start(4);
     for (unsigned w = 0; w < 4; ++w) {
-        EXPECT_EQ(rt_->at(w).scratch_ults(), expected_default_scratch_ults(4, w)) << "worker " << w;
+        EXPECT_EQ(rt_->at(w).scratch_ults(), four[w]) << "worker " << w;
     }
     ASSERT_EQ(runtime::finalize(), status::ok);
     // Never: no scratch stack is taken from the pool at all.
