@@ -327,6 +327,8 @@ class worker {
         ++t_streak_;
         return u;
     }
+    /// runset::drain's look-ahead: prefetch for next[0 .. count), the ids that run after
+    /// the one about to run (see the design note).
     void prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) noexcept;
     void count_dispatch() noexcept
     {
@@ -377,7 +379,7 @@ class worker {
     const std::uint32_t scratch_ults_;
     const std::uint32_t prefetch_ults_;
     /// Live ULTs: spawned, not yet reaped. Any spawner adds, the owner subtracts (relaxed:
-    /// it only chooses the stack of on_scratch()). On its own line: spawners on other
+    /// it only chooses the stack of on_scratch() and whether to prefetch). On its own line: spawners on other
     /// threads write it, the owner reads the fields above on every switch.
     alignas(k_false_sharing) std::atomic<std::uint32_t> live_count_{0};
 
