@@ -105,7 +105,7 @@ template <class Better> hwloc_obj_t cache_above(hwloc_topology_t topo, unsigned 
     return found;
 }
 
-/// Worker @p w's share of @p cache: its size divided among the workers placed under it
+/// A worker's share of @p cache: its size divided among the workers placed under it
 /// (@p worker_pus: the PU of each worker), which fill it together.
 std::uint64_t cache_share(hwloc_obj_t cache, const std::vector<unsigned> &worker_pus)
 {
@@ -159,7 +159,7 @@ std::uint32_t default_prefetch_ults(hwloc_topology_t topo, const std::vector<uns
 }
 
 /// The verbose line's words on a worker's scratch-stack and prefetch thresholds.
-std::string scratch_text(std::uint32_t scratch_ults, std::uint32_t prefetch_ults)
+std::string threshold_text(std::uint32_t scratch_ults, std::uint32_t prefetch_ults)
 {
     std::string text = scratch_ults == UINT32_MAX
                            ? " (no scratch stack"
@@ -288,8 +288,8 @@ status runtime::setup(const mpiv_params_t *p)
         for (; listed < num_workers && where.size() < 400; ++listed) {
             where += (listed != 0 ? ", " : "") + std::string("worker ") +
                      std::to_string(listed) + " on PU " + std::to_string(pus[listed % pus.size()]) +
-                     scratch_text(workers_[listed]->scratch_ults(),
-                                  workers_[listed]->prefetch_ults());
+                     threshold_text(workers_[listed]->scratch_ults(),
+                                    workers_[listed]->prefetch_ults());
         }
         base::log(base::log_level::info, "mpiv_init: %u ULT workers: %s%s", num_workers,
                   where.c_str(), listed < num_workers ? ", ..." : "");
