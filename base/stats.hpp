@@ -111,7 +111,10 @@ namespace mpiv::base::stats {
                               "mpiv_params_t::scratch_ults live ULTs per worker on)")          \
     X(stack_prefetches, "turns", "ULT turns whose stack the scheduler prefetched during the "   \
                                  "turn before (from mpiv_params_t::prefetch_ults live ULTs per " \
-                                 "worker on)")
+                                 "worker on)")                                                  \
+    X(batched_completions, "receives", "Receives completed together after the queue drain "     \
+                                       "that matched them, their lines prefetched first (on "   \
+                                       "workers with at least prefetch_ults live ULTs)")
 
 // X(name, unit, description): the counters kept per communicator (see the design above).
 #define MPIV_STATS_COMM_COUNTERS(X)                                                               \

@@ -83,6 +83,7 @@ extern "C" MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *par
     params->single_copy = MPIV_P2P_SINGLE_COPY_AUTO;
     params->transports = MPIV_P2P_TRANSPORT_SHM;
     params->ucx_copy_max = 2048;
+    params->prefetch = nullptr;
     return MPIV_OK;
 }
 

@@ -75,6 +75,23 @@
 //   counts. The words other processes write (queue tails and slots, doorbells, packet
 //   lists) keep their atomics. Not with the UCX transport: its flusher thread polls the
 //   UCX workers, and so delivers arrivals and completes sends, beside the caller.
+// - Completions batched after a drain. A receive's completion writes lines that only its
+//   waiter used last: the receive buffer, the caller's request (params.complete) and what
+//   wakes the waiter. When thousands of ULTs take turns those lines have left the cache,
+//   and completing each arrival as it is matched made each completion wait for its misses
+//   one after another. So when the draining thread is a ULT worker that prefetches
+//   (sched::worker::prefetching(): at least its prefetch_ults live ULTs), the receives
+//   matched during one queue drain (up to k_drain_batch messages) are gathered in a
+//   completion_batch on progress()'s stack instead, and completed once the drain ends: a
+//   first pass asks for every buffer's lines and, through params.prefetch, every
+//   request's; the second completes them in match order, by then mostly from the cache.
+//   Matching itself is unchanged (in arrival order, under the same locks): only the
+//   completion moves, out of the queue's consumer lock, as any other thread's could be.
+//   The batch is the calling thread's (detail::tl_batch, set around one drain and
+//   restored after it: a completion that calls progress() again gathers in a batch of its
+//   own) and names its engine (another engine's arrival reached from inside a callback
+//   completes at once). A batch that is full completes further matches at once. Each
+//   batched completion counts in base::stats (batched_completions).
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
 //   owned by the engine until delivered. A destroyed communicator's object is freed once
 //   every queue drain that may have read its pointer has ended (reap(), by drain marks
@@ -117,6 +134,7 @@
 namespace mpiv::ep {
 
 namespace detail {
+struct completion_batch; // engine_detail.hpp
 /// A callable passed down without a copy or an allocation (engine::send_ucx's finish).
 class finish_ref {
   public:
@@ -676,6 +694,8 @@ class engine {
                                                 std::size_t bytes) noexcept;
     [[gnu::always_inline]] status launch(send_op &op, mpiv_p2p_status_t &st) noexcept;
     [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
+    // Complete the receives of @p b (gathered during a drain): prefetch, then complete.
+    void complete_batch(detail::completion_batch &b) noexcept;
     int drain_outbound() noexcept;
     int drain_peer(peer_state &p) noexcept;
     // Invalid data that claims to come from @p peer: report it once per peer (params_.fault,

@@ -21,6 +21,10 @@ namespace mpiv::ep {
 namespace {
 
 constexpr int k_drain_batch = 64; // messages per queue per progress() call
+static_assert(k_drain_batch <= detail::completion_batch::k_size, "a drain's receives fit a batch");
+// Bytes of a batched receive's buffer prefetched before the completions (the first lines
+// of an eager copy; the hardware's own prefetcher follows a longer one).
+constexpr std::size_t k_batch_buffer_bytes = 256;
 
 // One spare inmsg per thread: in a ping-pong the thread that delivers a message is the
 // one that receives the next, so arrivals need no malloc. The pointer is initial-exec TLS
@@ -364,7 +368,9 @@ inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noe
             count_posted(-1);
         }
         base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_received);
-        complete_recv(r, im);
+        if (!detail::defer_completion(*this, r, im)) {
+            complete_recv(r, im);
+        }
         --held;
     }
     if (!mine) {
@@ -720,6 +726,34 @@ status engine::mrecv(inmsg &m, const recv_target &to, void *user, mpiv_p2p_statu
     return deliver(m, to, user, st) ? status::ok : status::inprogress;
 }
 
+void engine::complete_batch(detail::completion_batch &b) noexcept
+{
+    const int n = b.n;
+    b.n = 0;
+    // First every line the completions will write, so that their misses overlap: the
+    // start of each eager message's buffer, and (params.prefetch) each request.
+    for (int i = 0; i < n; ++i) {
+        const recv_op &r = *b.op[i];
+        const wire &w = b.msg[i]->w;
+        if (r.to.sink == nullptr && r.to.buf != nullptr && w.kind != wire_kind::rts) {
+            const std::size_t bytes = std::min<std::size_t>(
+                {static_cast<std::size_t>(w.size), r.to.capacity, k_batch_buffer_bytes});
+            const auto first = reinterpret_cast<std::uintptr_t>(r.to.buf) & ~std::uintptr_t{k_cacheline - 1};
+            const auto end = reinterpret_cast<std::uintptr_t>(r.to.buf) + bytes;
+            for (std::uintptr_t line = first; line < end; line += k_cacheline) {
+                base::prefetch(reinterpret_cast<const void *>(line));
+            }
+        }
+        if (params_.prefetch != nullptr) {
+            params_.prefetch(r.user);
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        complete_recv(*b.op[i], *b.msg[i]);
+    }
+    base::stats::add(base::stats::counter::batched_completions, static_cast<std::uint64_t>(n));
+}
+
 int engine::progress() noexcept
 {
     int events = 0;
@@ -729,6 +763,10 @@ int engine::progress() noexcept
     }
     const std::size_t n = shm_.inbound_count();
     std::size_t next = this_endpoint(); // own queue first, then the others round the ring
+    // A worker running many ULTs completes each drain's receives after it, together.
+    detail::completion_batch batch;
+    batch.owner = this;
+    detail::completion_batch *const mine = sched::worker::prefetching() ? &batch : nullptr;
     for (std::size_t i = 0; i < n; ++i) {
         shm::mpsc_queue<> &q = shm_.inbound(next);
         const auto index = static_cast<std::uint32_t>(next);
@@ -742,11 +780,17 @@ int engine::progress() noexcept
         };
         ++detail::tl_draining;
         const void *const outer = detail::tl_drained_queue; // (a drain inside a completion)
+        detail::completion_batch *const outer_batch = detail::tl_batch;
         detail::tl_drained_queue = &q;
+        detail::tl_batch = mine;
         const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
                               : q.drain(on_message, k_drain_batch);
+        detail::tl_batch = outer_batch;
         detail::tl_drained_queue = outer;
         --detail::tl_draining;
+        if (batch.n != 0) {
+            complete_batch(batch);
+        }
         if (k > 0) {
             events += k;
         }

@@ -144,6 +144,9 @@ void mca_pml_mpiv_subscribe_assertions(struct ompi_communicator_t *comm);
 
 /* the engine's completion callback */
 void mca_pml_mpiv_complete(void *user, const mpiv_p2p_status_t *status);
+/* The engine's prefetch callback: the lines of request @p user that its completion
+ * (mca_pml_mpiv_complete) reads and writes. */
+void mca_pml_mpiv_prefetch(void *user);
 /* The engine's fault callback: a peer wrote invalid data into shared memory; ends the job. */
 void mca_pml_mpiv_fault(uint32_t peer, const char *what);
 /* The engine's connect callback: a peer's first message came over UCX before this process

@@ -416,6 +416,7 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
     params.eager_limit = (uint32_t) mca_pml_mpiv.eager_limit;
     params.packet_count = (uint32_t) mca_pml_mpiv.packet_count;
     params.complete = mca_pml_mpiv_complete;
+    params.prefetch = mca_pml_mpiv_prefetch;
     params.fault = mca_pml_mpiv_fault;
     params.connect = mca_pml_mpiv_connect_arrival;
     params.lock = (mpiv_p2p_lock_t) mca_pml_mpiv.lock;

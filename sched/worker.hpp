@@ -216,6 +216,18 @@ class worker {
     /// The ULT running on the calling thread, or nullptr.
     static ult *current_ult() noexcept { return t_current_; }
 
+    /// Whether the calling thread is a worker that prefetches: one with at least
+    /// prefetch_ults live ULTs, as prefetch_upcoming() requires. Lines its ULTs last
+    /// touched are then likely out of the cache; other layers use it to decide whether
+    /// to gather work and prefetch its lines before doing it (engine::progress()).
+    /// @context any thread (false off a worker's thread)
+    static bool prefetching() noexcept
+    {
+        const worker *const w = t_worker_;
+        // Relaxed: a hint, as in scratch_wanted().
+        return w != nullptr && w->live_count_.load(std::memory_order_relaxed) >= w->prefetch_ults_;
+    }
+
     /// Whether on_scratch() would switch stacks: the caller is a ULT whose worker has at
     /// least scratch_ults live ULTs and its scratch stack at hand (not lent out to a
     /// nested call, or to another ULT of the worker blocked inside one). For callers whose

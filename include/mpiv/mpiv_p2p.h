@@ -65,6 +65,12 @@ typedef struct mpiv_p2p_status {
 /** Completion callback: @p user is the pointer given when the operation started. */
 typedef void (*mpiv_p2p_complete_fn)(void *user, const mpiv_p2p_status_t *status);
 
+/** Prefetch callback: the engine will soon call the completion callback for @p user (a
+ *  receive it matched in a batch, see mpiv_p2p_params_t::prefetch). It may ask the
+ *  processor for the cache lines that completion will touch (prefetch instructions); it
+ *  must not write to them, block or call into the engine. */
+typedef void (*mpiv_p2p_prefetch_fn)(void *user);
+
 /** Fault callback: what another process wrote into shared memory (a message, a packet
  *  list, a token) is invalid. @p peer is the peer index the message claims to come from
  *  (MPIV_P2P_PEER_UNKNOWN when it claims this process, or nothing usable), @p what says
@@ -144,6 +150,13 @@ typedef struct mpiv_p2p_params {
                                    its own buffer: on TCP one send() call, where its short
                                    path makes a sendmsg() of an I/O vector); larger ones, and
                                    all with 0, take UCX's own choice. 0 .. 65536 */
+    mpiv_p2p_prefetch_fn prefetch; /**< NULL, or called for each receive of a batch before
+                                        any of them completes: when a thread that runs many
+                                        ULTs (at least their scheduler's prefetch_ults)
+                                        drains a queue, the receives its messages match
+                                        complete together after the drain, their lines
+                                        prefetched first (the receive buffers by the engine,
+                                        the completion state through this callback) */
 } mpiv_p2p_params_t;
 
 /** Bits of mpiv_p2p_params_t::transports. */
@@ -162,7 +175,7 @@ MPIV_API const char *mpiv_p2p_ucx_unavailable(void);
 /** Fill @p params with the defaults (self 0, one peer, 4 endpoints, 1024 slots,
  *  4096-byte eager limit, 512 packets, inline progress, MCS lock, complete NULL,
  *  1000 us of idle polling before a sleep, not serialized, fault NULL, no yielding
- *  waits, single copy auto). */
+ *  waits, single copy auto, prefetch NULL). */
 MPIV_API mpiv_status_t mpiv_p2p_params_default(mpiv_p2p_params_t *params);
 
 /** Create the engine: the segment, queues and pool; no peer connected yet. Unless

@@ -235,7 +235,7 @@ int main(int argc, char **argv)
                          "backpressure", "cma_reads", "two_copy_pieces", "ucx_rndv", "waits_slept",
                          "ult_switches", "ult_wakeups", "ult_parks", "pool_steals", "pool_empty",
                          "server_polls", "server_polls_with_work", "table_growths", "scratch_calls",
-                         "stack_prefetches",
+                         "stack_prefetches", "batched_completions",
                          "unexpected_now",
                          "unexpected_max", "posted_now", "posted_max", "comm_sent",
                          "comm_bytes_sent", "comm_received", "comm_unexpected",

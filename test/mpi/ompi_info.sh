@@ -23,9 +23,9 @@ out=$(LD_LIBRARY_PATH=$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
       OMPI_MCA_mca_base_component_path=$top/ompi-component/.libs:$pkglibdir \
       ompi_info --all --parsable 2>&1)
 pvars=$(echo "$out" | grep -c "^mca:pml:mpiv:pvar:pml_mpiv_[a-z_]*:help:..")
-if [ "$pvars" -ne 56 ]; then
+if [ "$pvars" -ne 57 ]; then
     echo "$out" | grep "^mca:pml:mpiv:pvar:" >&2
-    echo "FAIL ompi_info --all: $pvars pml_mpiv performance variables with help text, not 56" >&2
+    echo "FAIL ompi_info --all: $pvars pml_mpiv performance variables with help text, not 57" >&2
     status=1
 fi
 [ $status -eq 0 ] && echo "PASS ompi_info: pml mpiv, its 17 parameters and $pvars performance variables with help text"

@@ -191,7 +191,9 @@ class engine_test : public ::testing::Test {
     }
 
     /// @param scratch_ults mpiv_params_t::scratch_ults, or -1 for the runtime's default
-    void start_runtime(unsigned workers, std::int64_t scratch_ults = -1)
+    /// @param prefetch_ults mpiv_params_t::prefetch_ults, or -1 for the runtime's default
+    void start_runtime(unsigned workers, std::int64_t scratch_ults = -1,
+                       std::int64_t prefetch_ults = -1)
     {
         mpiv_params_t p{};
         p.field_mask = MPIV_PARAM_FIELD_NUM_WORKERS | MPIV_PARAM_FIELD_STACK_SIZE;
@@ -200,6 +202,10 @@ class engine_test : public ::testing::Test {
         if (scratch_ults >= 0) {
             p.field_mask |= MPIV_PARAM_FIELD_SCRATCH_ULTS;
             p.scratch_ults = static_cast<std::uint32_t>(scratch_ults);
+        }
+        if (prefetch_ults >= 0) {
+            p.field_mask |= MPIV_PARAM_FIELD_PREFETCH_ULTS;
+            p.prefetch_ults = static_cast<std::uint32_t>(prefetch_ults);
         }
         ASSERT_EQ(mpiv::sched::runtime::init(&p), status::ok);
         runtime_ = true;

@@ -39,6 +39,12 @@ TESTS += %reldir%/test_engine_progress
 %canon_reldir%_test_engine_progress_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_engine_progress_LDADD = $(GTEST_CORE_LIBS)
 
+check_PROGRAMS += %reldir%/test_engine_batch
+TESTS += %reldir%/test_engine_batch
+%canon_reldir%_test_engine_batch_SOURCES = %reldir%/test_engine_batch.cc
+%canon_reldir%_test_engine_batch_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_engine_batch_LDADD = $(GTEST_CORE_LIBS)
+
 check_PROGRAMS += %reldir%/test_engine_input
 TESTS += %reldir%/test_engine_input
 %canon_reldir%_test_engine_input_SOURCES = %reldir%/test_engine_input.cc

@@ -347,7 +347,8 @@ class engine_wait : public engine_test,
         p1.progress = GetParam();
         start(p0, p1);
     }
-    void ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults = -1);
+    void ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults = -1,
+                     std::int64_t prefetch_ults = -1);
 
     void world(wait_world &w, int waiters, std::size_t rounds)
     {
@@ -420,10 +421,26 @@ TEST_P(engine_wait, ult_waiters_polling_on_the_scratch_stack)
     }
 }
 
-void engine_wait::ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults)
+// The same with the workers always prefetching: the receives each ULT's poll matches
+// complete in batches after its drains (endpoints/engine.hpp), on two workers at once.
+TEST_P(engine_wait, ult_waiters_completing_in_batches)
+{
+    using mpiv::base::stats::counter;
+    const std::uint64_t before = mpiv::base::stats::read(counter::batched_completions);
+    ult_waiters(16, iterations(100, 10), -1, 0);
+    const std::uint64_t batched = mpiv::base::stats::read(counter::batched_completions) - before;
+    if (GetParam() == MPIV_P2P_PROGRESS_INLINE) {
+        EXPECT_GT(batched, 0u) << "no receive completed in a batch";
+    } else {
+        EXPECT_EQ(batched, 0u) << "a server thread drains, and it runs no ULTs";
+    }
+}
+
+void engine_wait::ult_waiters(int ults, std::size_t rounds, std::int64_t scratch_ults,
+                              std::int64_t prefetch_ults)
 {
     start_mode();
-    start_runtime(2, scratch_ults);
+    start_runtime(2, scratch_ults, prefetch_ults);
     mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
     ASSERT_NE(rt, nullptr);
     wait_world w;
