@@ -26,26 +26,35 @@ static_assert(k_drain_batch <= detail::completion_batch::k_size, "a drain's rece
 // of an eager copy; the hardware's own prefetcher follows a longer one).
 constexpr std::size_t k_batch_buffer_bytes = 256;
 
-// One spare inmsg per thread: in a ping-pong the thread that delivers a message is the
-// one that receives the next, so arrivals need no malloc. The pointer is initial-exec TLS
-// (a trivial type: no guard, no __tls_get_addr); a separate object with a destructor,
-// touched when a thread first keeps a spare, frees it at thread exit.
+// Spare inmsgs per thread, up to k_spares, in a LIFO list through next_pending (unused
+// while an inmsg is spare): in a ping-pong the thread that delivers a message is the one
+// that receives the next, and a batch of completions (engine.hpp) frees a whole drain's
+// messages at once, which that thread's next drain takes again; so arrivals need no
+// malloc. The list is initial-exec TLS (trivial types: no guard, no __tls_get_addr); a
+// separate object with a destructor, touched when a thread first keeps a spare, frees
+// them at thread exit.
 static_assert(std::is_trivially_destructible_v<inmsg>, "spare inmsgs are reused in place");
-thread_local inmsg *tl_spare __attribute__((tls_model("initial-exec"))) = nullptr;
+constexpr unsigned k_spares = detail::completion_batch::k_size;
+thread_local inmsg *tl_spares __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local unsigned tl_spare_count __attribute__((tls_model("initial-exec"))) = 0;
 
 struct spare_release {
     ~spare_release()
     {
-        delete tl_spare;
-        tl_spare = nullptr;
+        while (inmsg *m = tl_spares) {
+            tl_spares = m->next_pending;
+            delete m;
+        }
+        tl_spare_count = 0;
     }
 };
 thread_local spare_release tl_spare_release;
 
 inmsg *alloc_inmsg() noexcept
 {
-    if (inmsg *m = tl_spare) {
-        tl_spare = nullptr;
+    if (inmsg *m = tl_spares) {
+        tl_spares = m->next_pending;
+        --tl_spare_count;
         return new (m) inmsg; // fresh node state (inmsg is trivially destructible)
     }
     return new (std::nothrow) inmsg;
@@ -53,13 +62,15 @@ inmsg *alloc_inmsg() noexcept
 
 void free_inmsg(inmsg *m) noexcept
 {
-    if (tl_spare == nullptr) {
+    if (tl_spare_count < k_spares) {
         static thread_local bool registered __attribute__((tls_model("initial-exec"))) = false;
         if (!registered) {
             registered = true;
             (void)&tl_spare_release; // registers the thread-exit delete
         }
-        tl_spare = m;
+        m->next_pending = tl_spares;
+        tl_spares = m;
+        ++tl_spare_count;
     } else {
         delete m;
     }
