@@ -21,8 +21,9 @@ namespace {
 
 // The matching table's initial size: 2^14 buckets (1 MiB), entries for 49,152 keys alive at
 // once (posted receives and unexpected messages of distinct keys). The table grows 4x at a
-// time once an insert meets a chain of 8 keys (see matching/table.hpp). Not larger from
-// the start: a fixed table four times larger was slower at 65,536 ULTs (bench/README.md).
+// time once an insert meets a chain of 8 keys, or a chain of 2 in a table whose entries
+// are full (see matching/table.hpp). Not larger from the start: a fixed table four times
+// larger was slower at 65,536 ULTs (bench/README.md).
 constexpr std::size_t k_table_buckets = std::size_t{1} << 14;
 constexpr std::uint32_t k_max_eager = 1U << 20;
 constexpr std::uint32_t k_max_packets = 1U << 20;

@@ -40,6 +40,23 @@
 //   so they grow it only near 11 keys per bucket (400,000 of them end in 2^16 buckets,
 //   chains of about 3). Chains of up to 8 keys cost little: 2^20 buckets instead of 2^14
 //   did not speed up 200,000 ULTs (chains of 9), but did 400,000 (24; bench/README.md).
+//   Full entries: chains of a few keys are cheap only while their nodes are in the cache.
+//   Keys that spread evenly (consecutive tags or ranks: one receive per ULT) chain in
+//   every bucket alike, each chained node a miss in a blocked ULT's stack, and every post
+//   of a key not in the entries walks them all, long before any chain reaches 8 (500,000
+//   ULTs in 2^16 buckets: about 7.6 keys per bucket, chains of 4 to 5). So an insert that
+//   chains behind k_load_chain (2) chained keys or more also checks, once in
+//   k_load_check_every such inserts of its thread (a thread-local count: no shared
+//   write), whether the table is full around its bucket: after unlocking it, it
+//   try-locks the next k_load_sample buckets one at a time (skipping any that is held or
+//   moved; it waits for none, so no lock order is at stake) and counts their used
+//   entries; at least 5/6 of them in use (a mean load of about 3.5 for random keys, where
+//   Poisson leaves a sixth of the entries free) asks for the same growth. One crowded
+//   bucket in a light table (a few keys that hash alike) does not: its neighbours are
+//   mostly free. Why 2 and not 1: with evenly spread keys at 4 per bucket (65,536 ULTs in
+//   2^14 buckets: one chained key each) growing to 2^16 buckets made the rate 0.95x, the
+//   bucket array then outgrowing the level-2 cache; with chains of 4 or more it was 1.7x
+//   (bench/README.md).
 //   Why 4x: a growth stops every keyed access for one pass over the table (a miss per
 //   chained node), so fewer passes are better; the replaced arrays then add at most
 //   1/4 + 1/16 + ... = 1/3 of the current one (2x: up to as much again, and twice the
@@ -134,6 +151,10 @@ inline bool lock_bucket(std::atomic<std::uint16_t> &word) noexcept
     }
 }
 
+// Inserts the calling thread had to chain (table::k_load_check_every). initial-exec: no
+// __tls_get_addr call in a library Open MPI loads with dlopen.
+inline thread_local std::uint32_t tl_chained_inserts __attribute__((tls_model("initial-exec"))) = 0;
+
 } // namespace detail
 
 /// A matching key: (context id, source, tag), all exact (no wildcards).
@@ -159,6 +180,13 @@ class table {
     static constexpr std::size_t k_max_buckets = std::size_t{1} << 30;
     /// An insert that chains a new key behind this many chained keys or more asks for growth.
     static constexpr std::uint32_t k_grow_chain = 8;
+    /// Of the inserts a thread chains behind at least k_load_chain chained keys, one in
+    /// k_load_check_every checks whether the table is full around its bucket (and then
+    /// asks for growth).
+    static constexpr std::uint32_t k_load_chain = 2;
+    static constexpr std::uint32_t k_load_check_every = 64;
+    /// Buckets that check samples (the ones after the inserting key's).
+    static constexpr std::size_t k_load_sample = 8;
     /// A growth multiplies the bucket count by this.
     static constexpr std::size_t k_grow_factor = 4;
 
@@ -239,7 +267,9 @@ class table {
     class queue_guard {
       public:
         /// Lock @p k's bucket of @p t. @context thread-safe; spins, then yields.
-        queue_guard(table &t, const key &k) noexcept;
+        /// Always inline: it is most of a keyed access, and GCC's choice flips with the
+        /// size of the callers (a call in the arrival's matching cost the latency path).
+        [[gnu::always_inline]] queue_guard(table &t, const key &k) noexcept;
         /// Unlock; if push_back() asked for growth, grow the table (see the design block).
         /// @context when it grows (a few times in the table's life, each growth 4x):
         ///          allocates, takes every bucket lock and moves every queue.
@@ -275,6 +305,8 @@ class table {
         std::uint64_t source_tag_; // the key: pack(source, tag) and cid
         std::uint16_t cid_;
         bool locked_; // false in a serial table
+        // push_back() chained a key: check once unlocked whether the table is full.
+        bool check_load_;
         // push_back() chained a key behind a long chain: grow this array once unlocked.
         array *grow_;
     };
@@ -317,6 +349,8 @@ class table {
         std::unique_ptr<array> older; // the array this one replaced, or null
     };
 
+    friend struct table_test_access;
+
     table(array *a, bool serial) noexcept : array_(a), serial_(serial) { a->owner = this; }
 
     static detail::link *tail_of(std::uintptr_t word) noexcept
@@ -336,8 +370,8 @@ class table {
     // The key's queue word, or nullptr (then free_p is the first free entry, or nullptr).
     static std::uintptr_t *find(bucket &b, std::uint64_t source_tag, std::uint16_t cid,
                                 entry *&free_p) noexcept;
-    // True when the overflow chain of @p b holds at least k_grow_chain keys.
-    static bool long_chain(const bucket &b) noexcept;
+    // The keys of the overflow chain of @p b, counted up to k_grow_chain.
+    static std::uint32_t chain_length(const bucket &b) noexcept;
     // The key's bucket of the current array, locked, and that array: after a bucket of a
     // replaced one. Static and returning by value, so that the guard stays in registers.
     struct located {
@@ -352,6 +386,9 @@ class table {
     static void unlock_all(array &a) noexcept;
     // Replace @p from, if it is still the current array, by one k_grow_factor times larger.
     void grow(array &from) noexcept; // out of line: rare
+    // grow(@p a) if the k_load_sample buckets after @p b have at least 5/6 of their entries
+    // in use. Holding no bucket lock of this table.
+    void grow_if_full(array &a, const bucket *b) noexcept; // out of line: rare
     // Move the queue @p word of key (@p source_tag, @p cid) into its bucket of @p to;
     // @p chained: it comes from a chain (its tail's spill_ is then rewritten either way).
     static void move_queue(array &to, std::uintptr_t word, std::uint64_t source_tag,
@@ -443,14 +480,14 @@ inline std::uintptr_t *table::find(bucket &b, std::uint64_t source_tag, std::uin
     return nullptr;
 }
 
-inline bool table::long_chain(const bucket &b) noexcept
+inline std::uint32_t table::chain_length(const bucket &b) noexcept
 {
     // The nodes were just walked by find(): in cache.
     std::uint32_t n = 0;
     for (std::uintptr_t w = b.overflow; w != 0 && n < k_grow_chain; w = tail_of(w)->spill_) {
         ++n;
     }
-    return n >= k_grow_chain;
+    return n;
 }
 
 inline bool table::lock_all(array &a) noexcept
@@ -494,7 +531,8 @@ inline table::all_guard::~all_guard()
 }
 
 inline table::queue_guard::queue_guard(table &t, const key &k) noexcept
-    : source_tag_(pack(k.source, k.tag)), cid_(k.cid), locked_(!t.serial_), grow_(nullptr)
+    : source_tag_(pack(k.source, k.tag)), cid_(k.cid), locked_(!t.serial_), check_load_(false),
+      grow_(nullptr)
 {
     // sync: acquire; pairs with the release store in grow() (the array's buckets, and
     // the changes made under the replaced array's locks)
@@ -529,6 +567,8 @@ inline table::queue_guard::~queue_guard()
     }
     if (grow_ != nullptr) {
         grow_->owner->grow(*grow_); // holding no bucket lock (see the design block)
+    } else if (check_load_) {
+        array_->owner->grow_if_full(*array_, bucket_);
     }
 }
 
@@ -579,8 +619,11 @@ inline void table::queue_guard::push_back(detail::link &node, side s) noexcept
         slot_ = &free_->queue;
         return;
     }
-    if (long_chain(*bucket_)) {
+    const std::uint32_t chained = chain_length(*bucket_);
+    if (chained >= k_grow_chain) {
         grow_ = array_;
+    } else if (chained >= k_load_chain && ++detail::tl_chained_inserts % k_load_check_every == 0) {
+        check_load_ = true;
     }
     node.spill_ = bucket_->overflow;
     bucket_->overflow = word;
@@ -631,6 +674,38 @@ inline void table::move_queue(array &to, std::uintptr_t word, std::uint64_t sour
     }
     tail->spill_ = b.overflow;
     b.overflow = word;
+}
+
+[[gnu::cold, gnu::noinline]] inline void table::grow_if_full(array &a, const bucket *b) noexcept
+{
+    // Relaxed: a stale answer only makes the check run on a replaced array, whose
+    // buckets it then finds k_moved (or grow() skips it).
+    if (array_.load(std::memory_order_relaxed) != &a) {
+        return;
+    }
+    const std::size_t at = static_cast<std::size_t>(b - a.buckets.get());
+    std::size_t sampled = 0;
+    std::size_t used = 0;
+    for (std::size_t i = 1; i <= k_load_sample && i <= a.mask; ++i) {
+        bucket &x = a.buckets[(at + i) & a.mask];
+        std::uint16_t free_word = 0;
+        // sync: acquire; pairs with the release in base::tas_release() (the entries it
+        // guards). A try: held or k_moved, the bucket is skipped.
+        if (!serial_ && !x.lock.compare_exchange_strong(free_word, 1, std::memory_order_acquire,
+                                                        std::memory_order_relaxed)) {
+            continue;
+        }
+        for (const entry &e : x.entries) {
+            used += e.queue != 0 ? 1 : 0;
+        }
+        ++sampled;
+        if (!serial_) {
+            base::tas_release(x.lock);
+        }
+    }
+    if (sampled != 0 && used * 6 >= sampled * k_entries * 5) {
+        grow(a);
+    }
 }
 
 [[gnu::cold, gnu::noinline]] inline void table::grow(array &from) noexcept

@@ -115,11 +115,12 @@ run_pan "$models/ep_cid.pml" "" fair pass
 run_pan "$models/ep_cid.pml" "-DNO_LOCAL_LOCK" safety fail
 run_pan "$models/ep_cid.pml" "-DNO_RETRY" safety fail
 run_pan "$models/ep_cid.pml" "-DEACH_ENDPOINT" fair fail
-for defines in "-DGROWS=1" "-DGROWS=2"; do
+for defines in "-DGROWS=1" "-DGROWS=2" "-DGROWS=1 -DSAMPLER"; do
     run_pan "$models/table_grow.pml" "$defines" safety pass
 done
 run_pan "$models/table_grow.pml" "-DGROWS=1 -DNO_RECHECK" safety fail
 run_pan "$models/table_grow.pml" "-DGROWS=1 -DNO_MARK" safety fail
+run_pan "$models/table_grow.pml" "-DGROWS=1 -DSAMPLER -DSAMPLE_MOVED" safety fail
 
 for defines in "" "-DFENCE" "-DNS=3 -DM=2"; do
     run_pan "$models/doorbell.pml" "$defines" safety pass

@@ -18,6 +18,10 @@
  *   walker: one all_guard: load cur, lock every bucket of that array in order; on a
  *     MOVED bucket, unlock those taken and start over in the array cur names now; assert
  *     that the array was not copied, unlock them all.
+ *   sampler (-DSAMPLER): grow_if_full()'s load check: load cur, then for each bucket of that array
+ *     try-lock it (a CAS from FREE to HELD, never waiting; held or MOVED: skipped), assert
+ *     that the array was not copied while it holds the bucket (it reads the entries),
+ *     unlock.
  *   grower: GROWS growths in a row (one grower at a time, as grow_lock_ makes it): lock
  *     every bucket of the current array in order, copy every key's FIFO to the next
  *     array, publish it in cur, leave the old buckets MOVED (-DNO_MARK: unlock them, as if
@@ -29,8 +33,9 @@
  * included) and from the release store of array_ paired with acquire loads (table.hpp).
  *
  * Checked by check_model.sh (safety run: the assertions and no invalid end state, which
- * would be a deadlock between the walker and the grower). -DNO_MARK and -DNO_RECHECK
- * (lock_bucket takes a MOVED bucket) must fail.
+ * would be a deadlock between the walker and the grower). -DNO_MARK, -DNO_RECHECK
+ * (lock_bucket takes a MOVED bucket) and -DSAMPLE_MOVED (the sampler's try-lock takes
+ * one) must fail.
  */
 #ifndef GROWS
 #define GROWS 1
@@ -137,6 +142,35 @@ again:                                        /* lock_all() */
     finished++
 }
 
+proctype sampler()
+{
+    byte g, b;
+    bool ok;
+    g = cur;                                  /* grow_if_full(): the guard's array */
+    b = 0;
+    do
+    :: b == (1 << g) -> break
+    :: b < (1 << g) ->
+        atomic {                              /* compare_exchange_strong(FREE, HELD) */
+            if
+            :: lk[g * NB + b] == FREE -> lk[g * NB + b] = HELD; ok = 1
+#ifdef SAMPLE_MOVED
+            :: lk[g * NB + b] == MOVED -> lk[g * NB + b] = HELD; ok = 1
+#endif
+            :: else -> ok = 0
+            fi
+        }
+        if
+        :: ok ->
+            assert(!copied[g]);               /* the entries it counts are live */
+            unlock(g, b)
+        :: else -> skip
+        fi;
+        b++
+    od;
+    finished++
+}
+
 proctype grower()
 {
     byte g, b, k;
@@ -179,9 +213,16 @@ init
         run accessor(0);
         run accessor(1);
         run walker();
+#ifdef SAMPLER
+        run sampler();
+#endif
         run grower()
     }
+#ifdef SAMPLER
+    finished == KEYS + 3;
+#else
     finished == KEYS + 2;
+#endif
     assert(cur == GROWS);
     k = 0;
     do

@@ -15,8 +15,21 @@
 #include "matching/table.hpp"
 #include "test/gtest/common/stress.hpp"
 
+namespace mpiv::match {
+struct table_test_access {
+    // The index of @p k's bucket in the current array of @p t.
+    static std::size_t bucket_of(table &t, const key &k)
+    {
+        table::array *a = t.array_.load(std::memory_order_acquire);
+        return static_cast<std::size_t>(&a->of(table::pack(k.source, k.tag), k.cid) -
+                                        a->buckets.get());
+    }
+};
+} // namespace mpiv::match
+
 namespace {
 
+using mpiv::match::table_test_access;
 using mpiv::status;
 using mpiv::match::key;
 using mpiv::match::side;
@@ -180,6 +193,68 @@ TEST_P(match_table_modes, a_long_chain_grows_the_table_fourfold)
     for (int j = 0; j <= first_grower; ++j) {
         tnode m = make(100 + j, 1, 0, j);
         EXPECT_EQ(insert(*t, m, side::msg), j);
+    }
+}
+
+TEST_P(match_table_modes, a_table_full_of_evenly_spread_keys_grows_before_its_chains_are_long)
+{
+    // 7 keys per bucket on average, consecutive tags: every bucket's entries are full and
+    // its chain 2 to 5 keys long, none near k_grow_chain; the inserts that chain behind
+    // k_load_chain keys (well over k_load_check_every of them) check the load, and grow.
+    constexpr std::size_t buckets = 64;
+    constexpr int keys = 7 * static_cast<int>(buckets);
+    auto t = make_table(buckets, GetParam());
+    std::vector<int> per_bucket(buckets);
+    for (int k = 0; k < keys; ++k) {
+        ++per_bucket[table_test_access::bucket_of(*t, key{1, 0, k})];
+    }
+    ASSERT_LT(*std::max_element(per_bucket.begin(), per_bucket.end()),
+              3 + static_cast<int>(table::k_grow_chain))
+        << "some bucket's chain reaches k_grow_chain: the test would not tell the rules apart";
+    std::vector<tnode> n(static_cast<std::size_t>(keys));
+    for (int k = 0; k < keys; ++k) {
+        n[static_cast<std::size_t>(k)] = make(k, 1, 0, k);
+        ASSERT_EQ(insert(*t, n[static_cast<std::size_t>(k)], side::recv), -1);
+    }
+    EXPECT_EQ(t->bucket_count(), buckets * table::k_grow_factor);
+    for (int k = 0; k < keys; ++k) {
+        tnode m = make(1000 + k, 1, 0, k);
+        EXPECT_EQ(insert(*t, m, side::msg), k);
+    }
+}
+
+TEST_P(match_table_modes, one_crowded_bucket_does_not_grow_a_light_table)
+{
+    // Ten keys that hash to one bucket of 1,024 (seven chained, below k_grow_chain): the
+    // last chained key is matched and posted again, each post chaining behind six keys,
+    // many times more than k_load_check_every. The buckets around it are empty: no growth.
+    constexpr std::size_t buckets = 1024;
+    auto t = make_table(buckets, GetParam());
+    const std::size_t crowded = table_test_access::bucket_of(*t, key{1, 0, 0});
+    std::vector<int> tags;
+    for (int tag = 0; tags.size() < 10; ++tag) {
+        if (table_test_access::bucket_of(*t, key{1, 0, tag}) == crowded) {
+            tags.push_back(tag);
+        }
+    }
+    std::vector<tnode> n(tags.size());
+    for (std::size_t i = 0; i < tags.size(); ++i) {
+        n[i] = make(static_cast<int>(i), 1, 0, tags[i]);
+        ASSERT_EQ(insert(*t, n[i], side::recv), -1);
+    }
+    tnode again[2];
+    for (int round = 0; round < 8 * static_cast<int>(table::k_load_check_every); ++round) {
+        tnode m = make(-1, 1, 0, tags.back());
+        tnode &posted = round == 0 ? n.back() : again[(round - 1) % 2];
+        ASSERT_EQ(insert(*t, m, side::msg), posted.id);
+        tnode &next = again[round % 2];
+        next = make(100 + round, 1, 0, tags.back());
+        ASSERT_EQ(insert(*t, next, side::recv), -1);
+    }
+    EXPECT_EQ(t->bucket_count(), buckets);
+    for (std::size_t i = 0; i + 1 < tags.size(); ++i) {
+        tnode m = make(-1, 1, 0, tags[i]);
+        EXPECT_EQ(insert(*t, m, side::msg), static_cast<int>(i));
     }
 }
 
