@@ -87,11 +87,16 @@
 //   request's; the second completes them in match order, by then mostly from the cache.
 //   Matching itself is unchanged (in arrival order, under the same locks): only the
 //   completion moves, out of the queue's consumer lock, as any other thread's could be.
-//   The batch is the calling thread's (detail::tl_batch, set around one drain and
-//   restored after it: a completion that calls progress() again gathers in a batch of its
-//   own) and names its engine (another engine's arrival reached from inside a callback
-//   completes at once). A batch that is full completes further matches at once. Each
-//   batched completion counts in base::stats (batched_completions).
+//   The batch lives in the frame of that drain's progress() call and is passed down the
+//   drain's calls (handle(), arrive()): no thread-local state, so a ULT that yields inside
+//   a drain leaves nothing behind for the worker's other ULTs, a completion that calls
+//   progress() again gathers in a batch of its own, and arrivals from elsewhere (UCX,
+//   early arrivals) complete at once. A batch that is full completes further matches at
+//   once (one arrival that releases held messages of its sender can match more than a
+//   drain's messages), so those may complete before earlier ones of the batch, which MPI
+//   allows. Completion callbacks must therefore not wait for other operations (they
+//   never did: one may run inside a drain). Each batched completion counts in base::stats
+//   (batched_completions).
 // - Lifetime. Operations live in the caller's mpiv_p2p_op_t; inmsgs are heap objects
 //   owned by the engine until delivered. A destroyed communicator's object is freed once
 //   every queue drain that may have read its pointer has ended (reap(), by drain marks
@@ -652,12 +657,16 @@ class engine {
     void copy_piece(send_op &op, unsigned char *to, std::size_t len) noexcept;
     /// One message drained from inbound queue @p queue: a wire header, then @p bytes -
     /// sizeof(wire) more; over UCX, @p bulk is the bulk handle of its bytes, if any.
+    /// With @p batch, the receives it matches complete later, in the caller's batch (see
+    /// "Completions batched after a drain").
     void handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue,
-                void *bulk = nullptr) noexcept;
+                void *bulk = nullptr, detail::completion_batch *batch = nullptr) noexcept;
     /// Match @p m in @p comm (or, an endpoints group, in the handle it names); @p queue is
     /// the inbound queue it came through, or k_no_queue (an early arrival, matched before
-    /// the communicator is published).
-    [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m, std::uint32_t queue) noexcept;
+    /// the communicator is published). With @p batch (and room in it), a receive it matches
+    /// goes there instead of completing now.
+    [[gnu::always_inline]] void arrive(comm_state &comm, inmsg &m, std::uint32_t queue,
+                                       detail::completion_batch *batch = nullptr) noexcept;
     static constexpr std::uint32_t k_no_queue = ~std::uint32_t{0};
     // The arrivals that waited for a communicator (comm_create), in their order.
     void arrive_early(comm_state &comm, inmsg *first) noexcept;
@@ -696,6 +705,12 @@ class engine {
     [[gnu::always_inline]] void complete_recv(recv_op &op, inmsg &m) noexcept;
     // Complete the receives of @p b (gathered during a drain): prefetch, then complete.
     void complete_batch(detail::completion_batch &b) noexcept;
+    // progress()'s drains of the shared-memory queues; Batch: each drain's receives go to
+    // a completion_batch (only this instantiation has one in its frame). Inline in
+    // progress() without a batch, as the loop was before batching; drain_batched() holds
+    // the other (out of line: its frame is a batch larger).
+    template <bool Batch> [[gnu::always_inline]] int drain_inbound() noexcept;
+    [[gnu::noinline]] int drain_batched() noexcept;
     int drain_outbound() noexcept;
     int drain_peer(peer_state &p) noexcept;
     // Invalid data that claims to come from @p peer: report it once per peer (params_.fault,

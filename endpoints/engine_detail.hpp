@@ -42,31 +42,13 @@ inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-
     UINT32_MAX;
 
 // The receives one drain matched, completed after it ("Completions batched after a drain"
-// in engine.hpp). On progress()'s stack; only the thread that drains touches it.
+// in engine.hpp): their arrival records, each bound to its receive (matched_recv()). In
+// the frame of the drain's progress() call; only that call's drain touches it.
 struct completion_batch {
-    static constexpr int k_size = 64; // k_drain_batch messages, one receive each
-    const engine *owner = nullptr;
+    static constexpr int k_size = 64; // a drain's messages (k_drain_batch)
     int n = 0;
-    recv_op *op[k_size];
     inmsg *msg[k_size];
 };
-// The batch of the drain the calling thread is inside, or null: complete at once.
-inline thread_local completion_batch *tl_batch __attribute__((tls_model("initial-exec"))) =
-    nullptr;
-
-// Put the completion of @p r with @p m into the calling thread's batch, if it has one of
-// engine @p e with room. @return false: complete it now.
-[[gnu::always_inline]] inline bool defer_completion(const engine &e, recv_op &r, inmsg &m) noexcept
-{
-    completion_batch *const b = tl_batch;
-    if (__builtin_expect(b == nullptr, 1) || b->owner != &e || b->n == completion_batch::k_size) {
-        return false;
-    }
-    b->op[b->n] = &r;
-    b->msg[b->n] = &m;
-    ++b->n;
-    return true;
-}
 
 // A thread whose first call is on an endpoints handle @p c (a send, a receive or a probe:
 // the data path, not a change of hints) is bound to the handle's queue,

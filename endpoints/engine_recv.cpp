@@ -21,7 +21,8 @@ namespace mpiv::ep {
 namespace {
 
 constexpr int k_drain_batch = 64; // messages per queue per progress() call
-static_assert(k_drain_batch <= detail::completion_batch::k_size, "a drain's receives fit a batch");
+static_assert(k_drain_batch <= detail::completion_batch::k_size,
+              "a drain's messages fit a batch (further receives they release complete at once)");
 // Bytes of a batched receive's buffer prefetched before the completions (the first lines
 // of an eager copy; the hardware's own prefetcher follows a longer one).
 constexpr std::size_t k_batch_buffer_bytes = 256;
@@ -328,7 +329,8 @@ inline void engine::complete_recv(recv_op &op, inmsg &m) noexcept
     }
 }
 
-inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noexcept
+inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue,
+                           detail::completion_batch *batch) noexcept
 {
     // An endpoints communicator: the handle of the endpoint the message is for, whose
     // private matching may only be reached through its own queue (whose consumer lock the
@@ -379,7 +381,9 @@ inline void engine::arrive(comm_state &group, inmsg &m, std::uint32_t queue) noe
             count_posted(-1);
         }
         base::stats::add_comm(comm.stats_key, base::stats::comm_counter::comm_received);
-        if (!detail::defer_completion(*this, r, im)) {
+        if (batch != nullptr && batch->n < detail::completion_batch::k_size) {
+            batch->msg[batch->n++] = &im;
+        } else {
             complete_recv(r, im);
         }
         --held;
@@ -564,7 +568,7 @@ bool engine::valid_arrival_slow(const wire &w, std::size_t more_bytes) noexcept
 }
 
 void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t queue,
-                    void *bulk) noexcept
+                    void *bulk, detail::completion_batch *batch) noexcept
 {
     wire_kind kind;
     std::memcpy(&kind, msg + offsetof(wire, kind), sizeof kind);
@@ -648,7 +652,7 @@ void engine::handle(const unsigned char *msg, std::size_t bytes, std::uint32_t q
             return;
         }
     }
-    arrive(*c, *m, queue);
+    arrive(*c, *m, queue, batch);
 }
 
 status engine::irecv(comm_state &comm, std::int32_t source, std::int32_t tag,
@@ -744,7 +748,7 @@ void engine::complete_batch(detail::completion_batch &b) noexcept
     // First every line the completions will write, so that their misses overlap: the
     // start of each eager message's buffer, and (params.prefetch) each request.
     for (int i = 0; i < n; ++i) {
-        const recv_op &r = *b.op[i];
+        const auto &r = static_cast<const recv_op &>(*b.msg[i]->matched_recv());
         const wire &w = b.msg[i]->w;
         if (r.to.sink == nullptr && r.to.buf != nullptr && w.kind != wire_kind::rts) {
             const std::size_t bytes = std::min<std::size_t>(
@@ -760,10 +764,47 @@ void engine::complete_batch(detail::completion_batch &b) noexcept
         }
     }
     for (int i = 0; i < n; ++i) {
-        complete_recv(*b.op[i], *b.msg[i]);
+        complete_recv(static_cast<recv_op &>(*b.msg[i]->matched_recv()), *b.msg[i]);
     }
     base::stats::add(base::stats::counter::batched_completions, static_cast<std::uint64_t>(n));
 }
+
+template <bool Batch> inline int engine::drain_inbound() noexcept
+{
+    int events = 0;
+    [[maybe_unused]] detail::completion_batch batch;
+    detail::completion_batch *const mine = Batch ? &batch : nullptr;
+    const std::size_t n = shm_.inbound_count();
+    std::size_t next = this_endpoint(); // own queue first, then the others round the ring
+    for (std::size_t i = 0; i < n; ++i) {
+        shm::mpsc_queue<> &q = shm_.inbound(next);
+        const auto index = static_cast<std::uint32_t>(next);
+        next = next + 1 == n ? 0 : next + 1;
+        if (q.empty_hint()) {
+            continue;
+        }
+        const auto on_message = [this, index, mine](const void *payload, std::size_t bytes) {
+            detail::tsan_popped();
+            handle(static_cast<const unsigned char *>(payload), bytes, index, nullptr, mine);
+        };
+        ++detail::tl_draining;
+        const void *const outer = detail::tl_drained_queue; // (a drain inside a completion)
+        detail::tl_drained_queue = &q;
+        const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
+                              : q.drain(on_message, k_drain_batch);
+        detail::tl_drained_queue = outer;
+        --detail::tl_draining;
+        if (Batch && batch.n != 0) {
+            complete_batch(batch);
+        }
+        if (k > 0) {
+            events += k;
+        }
+    }
+    return events;
+}
+
+int engine::drain_batched() noexcept { return drain_inbound<true>(); }
 
 int engine::progress() noexcept
 {
@@ -772,44 +813,13 @@ int engine::progress() noexcept
     if (outbound_count_.load(std::memory_order_relaxed) != 0) {
         events += drain_outbound();
     }
-    const std::size_t n = shm_.inbound_count();
-    std::size_t next = this_endpoint(); // own queue first, then the others round the ring
     // A worker running many ULTs completes each drain's receives after it, together.
-    detail::completion_batch batch;
-    batch.owner = this;
-    detail::completion_batch *const mine = sched::worker::prefetching() ? &batch : nullptr;
-    for (std::size_t i = 0; i < n; ++i) {
-        shm::mpsc_queue<> &q = shm_.inbound(next);
-        const auto index = static_cast<std::uint32_t>(next);
-        next = next + 1 == n ? 0 : next + 1;
-        if (q.empty_hint()) {
-            continue;
-        }
-        const auto on_message = [this, index](const void *payload, std::size_t bytes) {
-            detail::tsan_popped();
-            handle(static_cast<const unsigned char *>(payload), bytes, index);
-        };
-        ++detail::tl_draining;
-        const void *const outer = detail::tl_drained_queue; // (a drain inside a completion)
-        detail::completion_batch *const outer_batch = detail::tl_batch;
-        detail::tl_drained_queue = &q;
-        detail::tl_batch = mine;
-        const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
-                              : q.drain(on_message, k_drain_batch);
-        detail::tl_batch = outer_batch;
-        detail::tl_drained_queue = outer;
-        --detail::tl_draining;
-        if (batch.n != 0) {
-            complete_batch(batch);
-        }
-        if (k > 0) {
-            events += k;
-        }
-    }
+    events += __builtin_expect(sched::worker::prefetching(), 0) ? drain_batched()
+                                                                : drain_inbound<false>();
 #if MPIV_HAVE_UCX
     // Relaxed: a hint, set once the UCX transport is up (before any traffic).
     if (ucx_up_.load(std::memory_order_relaxed)) {
-        for (std::size_t q = 0; q < n; ++q) {
+        for (std::size_t q = 0; q < shm_.inbound_count(); ++q) {
             events += poll_ucx(q);
         }
     }

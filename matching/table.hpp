@@ -50,7 +50,7 @@
 //   write), whether the table is full around its bucket: after unlocking it, it
 //   try-locks the next k_load_sample buckets one at a time (skipping any that is held or
 //   moved; it waits for none, so no lock order is at stake) and counts their used
-//   entries; at least 5/6 of them in use (a mean load of about 3.5 for random keys, where
+//   entries; with at least half of them seen, at least 5/6 of their entries in use (a mean load of about 3.5 for random keys, where
 //   Poisson leaves a sixth of the entries free) asks for the same growth. One crowded
 //   bucket in a light table (a few keys that hash alike) does not: its neighbours are
 //   mostly free. Why 2 and not 1: with evenly spread keys at 4 per bucket (65,536 ULTs in
@@ -703,7 +703,10 @@ inline void table::move_queue(array &to, std::uintptr_t word, std::uint64_t sour
             base::tas_release(x.lock);
         }
     }
-    if (sampled != 0 && used * 6 >= sampled * k_entries * 5) {
+    // At least half of the buckets wanted must have been seen: a few, held by others
+    // meanwhile, must not decide a growth for good.
+    const std::size_t wanted = k_load_sample < a.mask ? k_load_sample : a.mask;
+    if (sampled != 0 && sampled * 2 >= wanted && used * 6 >= sampled * k_entries * 5) {
         grow(a);
     }
 }

@@ -62,7 +62,9 @@ typedef struct mpiv_p2p_status {
     int error;      /**< MPIV_OK or MPIV_ERR_TRUNCATE */
 } mpiv_p2p_status_t;
 
-/** Completion callback: @p user is the pointer given when the operation started. */
+/** Completion callback: @p user is the pointer given when the operation started. It may
+ *  run inside the engine's progress (any thread that drives it) and must not wait for
+ *  other operations to complete. */
 typedef void (*mpiv_p2p_complete_fn)(void *user, const mpiv_p2p_status_t *status);
 
 /** Prefetch callback: the engine will soon call the completion callback for @p user (a

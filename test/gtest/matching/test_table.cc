@@ -20,6 +20,7 @@ struct table_test_access {
     // The index of @p k's bucket in the current array of @p t.
     static std::size_t bucket_of(table &t, const key &k)
     {
+        // sync: acquire; pairs with the release store in table::grow() (the array's fields)
         table::array *a = t.array_.load(std::memory_order_acquire);
         return static_cast<std::size_t>(&a->of(table::pack(k.source, k.tag), k.cid) -
                                         a->buckets.get());
