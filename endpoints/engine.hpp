@@ -1,9 +1,10 @@
 // engine: the point-to-point engine of one process: the protocols over its transports
 // (the C ABI is <mpiv/mpiv_p2p.h>; the Open MPI component drives it).
 // Sources: engine.cpp (creation, peers, communicators), engine_send.cpp (sends, outbound
-// lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_copy.cpp
-// (rendezvous in two copies, without CMA), engine_wait.cpp (waiting, the server thread);
-// engine_detail.hpp holds what they share.
+// lists), engine_recv.cpp (arrivals, delivery, receives, progress), engine_cma.cpp
+// (rendezvous bytes read from the sender with CMA), engine_copy.cpp (rendezvous in two
+// copies, without CMA), engine_wait.cpp (waiting, the server thread); engine_detail.hpp
+// holds what they share.
 //
 // Design:
 // - Transports. The protocols below are written against endpoints/transport.hpp; the

@@ -1,6 +1,7 @@
 // engine_detail.hpp: what the engine's source files share (engine.cpp: set-up, peers and
 // communicators; engine_send.cpp: sends and the outbound lists; engine_recv.cpp: arrivals,
-// matching hand-off, delivery and progress; engine_wait.cpp: waiting and the server
+// matching hand-off, delivery and progress; engine_cma.cpp: rendezvous reads with CMA;
+// engine_copy.cpp: rendezvous in two copies; engine_wait.cpp: waiting and the server
 // thread). Not a public header: only those files include it.
 #pragma once
 

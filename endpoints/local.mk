@@ -1,6 +1,7 @@
 # endpoints/: the point-to-point engine (<mpiv/mpiv_p2p.h>) and its transports.
 libmpiv_core_la_SOURCES += %reldir%/engine.cpp %reldir%/engine_send.cpp %reldir%/engine_ucx.cpp \
-	%reldir%/engine_recv.cpp %reldir%/engine_wait.cpp %reldir%/engine_copy.cpp
+	%reldir%/engine_recv.cpp %reldir%/engine_cma.cpp %reldir%/engine_wait.cpp \
+	%reldir%/engine_copy.cpp
 noinst_HEADERS += %reldir%/engine.hpp %reldir%/engine_detail.hpp %reldir%/token_table.hpp \
 	%reldir%/transport.hpp
 
