@@ -3,7 +3,7 @@ libmpiv_core_la_SOURCES += %reldir%/engine.cpp %reldir%/engine_send.cpp %reldir%
 	%reldir%/engine_recv.cpp %reldir%/engine_cma.cpp %reldir%/engine_wait.cpp \
 	%reldir%/engine_copy.cpp
 noinst_HEADERS += %reldir%/engine.hpp %reldir%/engine_detail.hpp %reldir%/token_table.hpp \
-	%reldir%/transport.hpp
+	%reldir%/transport.hpp %reldir%/wire.hpp
 
 # endpoints/shm/: shared-memory building blocks (MPSC queue, memfd segments, CMA).
 libmpiv_core_la_SOURCES += \
