@@ -195,8 +195,7 @@ void worker::idle()
 
 void worker::prefetch_upcoming(const std::uint32_t *next, std::uint32_t count) noexcept
 {
-    // Relaxed: the count only chooses whether to prefetch (as in scratch_wanted()).
-    if (count == 0 || live_count_.load(std::memory_order_relaxed) < prefetch_ults_) {
+    if (count == 0 || !prefetches()) {
         return;
     }
     // The loads below are the owner's: a live ULT of this worker is suspended now (its

@@ -224,8 +224,7 @@ class worker {
     static bool prefetching() noexcept
     {
         const worker *const w = t_worker_;
-        // Relaxed: a hint, as in scratch_wanted().
-        return w != nullptr && w->live_count_.load(std::memory_order_relaxed) >= w->prefetch_ults_;
+        return w != nullptr && w->prefetches();
     }
 
     /// Whether on_scratch() would switch stacks: the caller is a ULT whose worker has at
@@ -294,6 +293,12 @@ class worker {
     void quiesce() noexcept;
 
   private:
+    /// At least prefetch_ults_ live ULTs: their lines are likely out of the cache.
+    bool prefetches() const noexcept
+    {
+        // Relaxed: a hint; the count only chooses whether to prefetch (as in scratch_wanted()).
+        return live_count_.load(std::memory_order_relaxed) >= prefetch_ults_;
+    }
     static constexpr std::uint32_t k_stack_cache = 64;
     /// Transfer value of a suspending switch; an exiting ULT passes its ult* instead.
     static constexpr void *k_suspended = nullptr;

@@ -1,8 +1,25 @@
 // engine: the receives one queue drain matches on a worker that prefetches complete together
 // after the drain, their lines asked for first (endpoints/engine.hpp, "Completions batched
 // after a drain"); elsewhere each completes as it is matched (fixture in engine_fixture.hpp).
+#include <limits>
+
 #include "base/stats.hpp"
 #include "test/gtest/endpoints/engine_fixture.hpp"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MPIV_TEST_SANITIZER_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MPIV_TEST_SANITIZER_HEAP 1
+#endif
+#endif
+#if defined(MPIV_TEST_SANITIZER_HEAP)
+// Both sanitizers' runtimes have it (sanitizer/allocator_interface.h, which GCC 12 does not
+// install).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
+#else
+#include <malloc.h>
+#endif
 
 namespace {
 
@@ -24,6 +41,20 @@ std::vector<event> g_events;
 // call returned.
 const void *g_nest_at = nullptr;
 int g_nested = -1;
+// Heap bytes in use (a sanitizer's allocator keeps its own count).
+long heap_in_use()
+{
+#if defined(MPIV_TEST_SANITIZER_HEAP)
+    return static_cast<long>(__sanitizer_get_current_allocated_bytes());
+#else
+    return static_cast<long>(mallinfo2().uordblks);
+#endif
+}
+// With g_heap_at set, the next completion records how much the heap grew since then
+// (the worker's thread only: set by the ULT, read after the join).
+constexpr long k_no_sample = std::numeric_limits<long>::min();
+long g_heap_at = -1;
+long g_heap_growth = k_no_sample;
 
 void logged_prefetch(void *user)
 {
@@ -33,6 +64,10 @@ void logged_prefetch(void *user)
 
 void logged_complete(void *user, const mpiv_p2p_status_t *s)
 {
+    if (g_heap_at >= 0) {
+        g_heap_growth = heap_in_use() - g_heap_at;
+        g_heap_at = -1;
+    }
     {
         std::lock_guard<std::mutex> g(g_mu);
         g_events.push_back({'c', user});
@@ -42,25 +77,6 @@ void logged_complete(void *user, const mpiv_p2p_status_t *s)
         g_nested = static_cast<record *>(user)->eng->progress();
     }
 }
-
-// Allocations through operator new while g_counting is set (any thread: the test's ULT
-// runs alone then). Replaces the global operators for this program, but not under
-// AddressSanitizer, whose own operators the library's allocations may reach (it then
-// reports our delete of them as a mismatch): there the count stays 0 and its test skips.
-#if defined(__SANITIZE_ADDRESS__)
-#define MPIV_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MPIV_TEST_ASAN 1
-#endif
-#endif
-#if defined(MPIV_TEST_ASAN)
-constexpr bool k_counts_news = false;
-#else
-constexpr bool k_counts_news = true;
-#endif
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_news{0};
 
 // One ULT's part: post n receives on engine 1 (tag i, from rank 0), send the n messages
 // from engine 0 (8 bytes: i * 1000 + 7), then drive engine 1 once.
@@ -72,14 +88,13 @@ struct batch_run {
     std::vector<std::uint64_t> got;
     int sent_at_once = 0;
     int events = -1;
-    bool count = false; // count the allocations of the whole part in g_news
+    bool heap = false; // the first completion records the heap's growth since the start
 };
 
 void *batch_ult(void *raw)
 {
     auto *b = static_cast<batch_run *>(raw);
-    // Relaxed: the join orders the count before the main thread's read.
-    g_counting.store(b->count, std::memory_order_relaxed);
+    g_heap_at = b->heap ? heap_in_use() : -1;
     for (int i = 0; i < b->n; ++i) {
         rop &r = b->r[static_cast<std::size_t>(i)];
         r.rec.eng = b->e[1];
@@ -93,16 +108,14 @@ void *batch_ult(void *raw)
         b->sent_at_once += s.rc == status::ok ? 1 : 0;
     }
     b->events = b->e[1]->progress();
-    g_counting.store(false, std::memory_order_relaxed);
     return nullptr;
 }
 
 class engine_batch : public engine_test {
   protected:
-    // Engines whose callbacks log to g_events, one worker whose ULTs prefetch from
-    // prefetch_ults live ones on, and n receives matched by one ULT's progress() call.
-    // With nest >= 0, the completion of receive nest calls progress() again.
-    void run(std::uint32_t prefetch_ults, int n, batch_run &b, int nest = -1)
+    // Engines whose callbacks log to g_events and one worker whose ULTs prefetch from
+    // prefetch_ults live ones on.
+    void setup(std::uint32_t prefetch_ults)
     {
         mpiv_p2p_params_t p0 = params_for(0);
         mpiv_p2p_params_t p1 = params_for(1);
@@ -110,8 +123,14 @@ class engine_batch : public engine_test {
         p1.prefetch = logged_prefetch;
         start(p0, p1);
         start_runtime(1, -1, prefetch_ults);
-        mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
-        ASSERT_NE(rt, nullptr);
+        ASSERT_NE(mpiv::sched::runtime::get(), nullptr);
+        std::lock_guard<std::mutex> g(g_mu);
+        g_events.reserve(4 * k_drain); // no allocation while a round runs
+    }
+    // n receives matched by one ULT's progress() call, each completed once with its
+    // message. With nest >= 0, the completion of receive nest calls progress() again.
+    void round(int n, batch_run &b, int nest = -1, bool heap = false)
+    {
         {
             std::lock_guard<std::mutex> g(g_mu);
             g_events.clear();
@@ -123,14 +142,17 @@ class engine_batch : public engine_test {
         b.n = n;
         b.r = std::vector<rop>(static_cast<std::size_t>(n));
         b.got.assign(static_cast<std::size_t>(n), 0);
+        b.heap = heap;
+        g_heap_growth = k_no_sample;
         g_nest_at = nest >= 0 ? &b.r[static_cast<std::size_t>(nest)].rec : nullptr;
         g_nested = -1;
         watchdog dog("batched completions");
         std::uint64_t h = 0;
-        ASSERT_EQ(rt->spawn(batch_ult, &b, 0, false, h), status::ok);
-        ASSERT_EQ(rt->join(h, nullptr), status::ok);
+        ASSERT_EQ(mpiv::sched::runtime::get()->spawn(batch_ult, &b, 0, false, h), status::ok);
+        ASSERT_EQ(mpiv::sched::runtime::get()->join(h, nullptr), status::ok);
         g_nest_at = nullptr;
         EXPECT_EQ(b.sent_at_once, n) << "an inline eager send completes at once";
+        expect_delivered(b);
     }
 
     // Every receive completed once, with its message.
@@ -162,79 +184,54 @@ class engine_batch : public engine_test {
         std::lock_guard<std::mutex> g(g_mu);
         return i < g_events.size() ? g_events[i].user : nullptr;
     }
+
+    // Eight receives matched by one drain on a worker with one live ULT and the prefetch
+    // threshold @p prefetch_ults: the callbacks' events read @p expected ('p' prefetch,
+    // 'c' completion), event k naming receive k mod 8, and @p batched completions count.
+    void eight_in_one_drain(std::uint32_t prefetch_ults, const std::string &expected,
+                            std::uint64_t batched)
+    {
+        constexpr int n = 8;
+        const std::uint64_t before = mpiv::base::stats::read(counter::batched_completions);
+        batch_run b;
+        setup(prefetch_ults);
+        round(n, b);
+        EXPECT_EQ(b.events, n);
+        EXPECT_EQ(kinds(), expected);
+        for (std::size_t k = 0; k < expected.size(); ++k) {
+            EXPECT_EQ(user_at(k), &b.r[k % n].rec) << "event " << k;
+        }
+        EXPECT_EQ(mpiv::base::stats::read(counter::batched_completions) - before, batched);
+    }
 };
 
-// A worker that prefetches (one live ULT, threshold 1): the eight receives one drain
-// matched are all prefetched, in match order, before the first of them completes.
+// A worker that prefetches (threshold 1): the eight receives one drain matched are all
+// prefetched, in match order, before the first of them completes.
 TEST_F(engine_batch, one_drain_completes_its_receives_together_after_prefetching_them)
 {
-    constexpr int n = 8;
-    const std::uint64_t before = mpiv::base::stats::read(counter::batched_completions);
-    batch_run b;
-    run(1, n, b);
-    EXPECT_EQ(b.events, n);
-    expect_delivered(b);
-    EXPECT_EQ(kinds(), std::string(n, 'p') + std::string(n, 'c'));
-    for (int i = 0; i < n; ++i) {
-        EXPECT_EQ(user_at(static_cast<std::size_t>(i)), &b.r[static_cast<std::size_t>(i)].rec)
-            << "prefetch " << i;
-        EXPECT_EQ(user_at(static_cast<std::size_t>(n + i)), &b.r[static_cast<std::size_t>(i)].rec)
-            << "completion " << i;
-    }
-    EXPECT_EQ(mpiv::base::stats::read(counter::batched_completions) - before, std::uint64_t{n});
+    eight_in_one_drain(1, std::string(8, 'p') + std::string(8, 'c'), 8);
+}
+
+// Below the worker's threshold (threshold 2) each receive completes as its message is
+// matched, with no prefetch.
+TEST_F(engine_batch, below_the_prefetch_threshold_each_receive_completes_at_its_match)
+{
+    eight_in_one_drain(2, std::string(8, 'c'), 0);
 }
 
 // A batch frees a whole drain's records at once; the next drain of that thread takes them
-// again: a second batch of arrivals allocates nothing.
+// again: when the second batch's first receive completes, its 64 records came from the
+// first batch's, and the heap has not grown by them.
 TEST_F(engine_batch, a_batch_of_arrivals_reuses_the_records_of_the_last)
 {
-    if (!k_counts_news) {
-        GTEST_SKIP() << "allocations are not counted under AddressSanitizer";
-    }
-    mpiv_p2p_params_t p0 = params_for(0);
-    mpiv_p2p_params_t p1 = params_for(1);
-    start(p0, p1);
-    start_runtime(1, -1, 1);
-    mpiv::sched::runtime *rt = mpiv::sched::runtime::get();
-    ASSERT_NE(rt, nullptr);
-    watchdog dog("batch allocations");
     batch_run b[2];
-    for (int round = 0; round < 2; ++round) {
-        batch_run &x = b[round];
-        x.e[0] = eng_[0].get();
-        x.e[1] = eng_[1].get();
-        x.c[0] = comm_[0];
-        x.c[1] = comm_[1];
-        x.n = k_drain;
-        x.r = std::vector<rop>(static_cast<std::size_t>(x.n));
-        x.got.assign(static_cast<std::size_t>(x.n), 0);
-        x.count = round == 1;
-        g_news.store(0, std::memory_order_relaxed); // relaxed: the spawn orders it before the ULT
-        std::uint64_t h = 0;
-        ASSERT_EQ(rt->spawn(batch_ult, &x, 0, false, h), status::ok);
-        ASSERT_EQ(rt->join(h, nullptr), status::ok);
-        EXPECT_EQ(x.events, k_drain);
-        expect_delivered(x);
-    }
-    // Relaxed: the join ordered the ULT's counts before this load.
-    EXPECT_EQ(g_news.load(std::memory_order_relaxed), 0) << "allocations in the second batch";
-}
-
-// Below the worker's threshold (one live ULT, threshold 2) each receive completes as its
-// message is matched, with no prefetch.
-TEST_F(engine_batch, below_the_prefetch_threshold_each_receive_completes_at_its_match)
-{
-    constexpr int n = 8;
-    const std::uint64_t before = mpiv::base::stats::read(counter::batched_completions);
-    batch_run b;
-    run(2, n, b);
-    EXPECT_EQ(b.events, n);
-    expect_delivered(b);
-    EXPECT_EQ(kinds(), std::string(n, 'c'));
-    for (int i = 0; i < n; ++i) {
-        EXPECT_EQ(user_at(static_cast<std::size_t>(i)), &b.r[static_cast<std::size_t>(i)].rec);
-    }
-    EXPECT_EQ(mpiv::base::stats::read(counter::batched_completions), before);
+    setup(1);
+    round(k_drain, b[0]);
+    round(k_drain, b[1], -1, true);
+    EXPECT_EQ(b[1].events, k_drain);
+    ASSERT_NE(g_heap_growth, k_no_sample) << "no completion sampled the heap";
+    EXPECT_LT(g_heap_growth, static_cast<long>(8 * sizeof(ep::inmsg)))
+        << "the second batch allocated its arrival records";
 }
 
 // More messages than one drain takes: the first completion of the batch calls progress()
@@ -246,10 +243,10 @@ TEST_F(engine_batch, a_completion_that_drives_progress_completes_a_nested_batch)
     constexpr int n = k_drain + extra;
     const std::uint64_t before = mpiv::base::stats::read(counter::batched_completions);
     batch_run b;
-    run(1, n, b, 0);
+    setup(1);
+    round(n, b, 0);
     EXPECT_EQ(b.events, k_drain) << "the outer call drains one batch of its queue";
     EXPECT_EQ(g_nested, extra) << "the nested call drains the rest";
-    expect_delivered(b);
     const std::string expected = std::string(k_drain, 'p') + "c" + std::string(extra, 'p') +
                                  std::string(extra, 'c') + std::string(k_drain - 1, 'c');
     EXPECT_EQ(kinds(), expected);
@@ -264,30 +261,3 @@ TEST_F(engine_batch, a_completion_that_drives_progress_completes_a_nested_batch)
 
 } // namespace
 
-#if !defined(MPIV_TEST_ASAN)
-void *operator new(std::size_t n)
-{
-    // Relaxed: the count is read after the join (see batch_ult).
-    if (g_counting.load(std::memory_order_relaxed)) {
-        g_news.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (void *p = std::malloc(n != 0 ? n : 1)) {
-        return p;
-    }
-    throw std::bad_alloc();
-}
-void *operator new(std::size_t n, const std::nothrow_t &) noexcept
-{
-    // Relaxed: as above.
-    if (g_counting.load(std::memory_order_relaxed)) {
-        g_news.fetch_add(1, std::memory_order_relaxed);
-    }
-    return std::malloc(n != 0 ? n : 1);
-}
-void *operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t) noexcept { std::free(p); }
-void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
-#endif
