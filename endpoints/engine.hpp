@@ -45,7 +45,11 @@
 //   has no communicator yet wait in a pending list that comm_create drains. An endpoint
 //   of an endpoints communicator matches privately instead (match::private_comm, no lock
 //   of its own: see comm_state): its messages all come through one of its process's
-//   queues, in each sender's order, and only that queue's consumer lock guards it.
+//   queues, in each sender's order, and only that queue's consumer lock guards it. That
+//   lock's word, like a UCX worker's lock, names its holder (its ULT, or its thread when
+//   it runs none: detail::self()): a completion inside a drain that posts on one of the
+//   queue's handles finds the lock its own, whatever other ULTs of its thread drain
+//   while it yields.
 // - Back-pressure, per destination. A send never waits for a packet: with none free
 //   (unexpected messages at receivers may hold them all until their receives are posted)
 //   an eager send goes by rendezvous instead. A send that finds the peer's queues full
@@ -478,8 +482,9 @@ class engine {
     void free_deferred() noexcept; // teardown: receives never started
     static void ucx_took(ucx::completion *c, status s) noexcept;
     static void ucx_bulk_sent(ucx::completion *c, status s) noexcept;
-    // Try to lock worker @p w for a call from this thread (see send_ucx); false: busy. Sets
-    // @p held when the thread already holds it (inside its poll): then nothing to unlock.
+    // Try to lock worker @p w for a call from the caller (see send_ucx); false: busy. Sets
+    // @p held when the caller (its ULT or thread) holds it already (inside its poll):
+    // then nothing to unlock.
     bool lock_worker(std::uint32_t w, bool &held) noexcept;
     // Sends UCX took but has not finished (the endpoint still wiring up, the socket
     // full; a bulk send until its receiver took the bytes, which UCX's rendezvous moves

@@ -33,10 +33,8 @@ namespace detail {
 //
 // Drains of inbound queues the calling thread is inside (see engine::reap()).
 inline thread_local int tl_draining __attribute__((tls_model("initial-exec"))) = 0;
-// The inbound queue whose drain the calling thread is inside (its consumer lock is held),
-// or null.
-inline thread_local const void *tl_drained_queue __attribute__((tls_model("initial-exec"))) =
-    nullptr;
+// Its address names the calling kernel thread while it runs no ULT (self()).
+inline thread_local char tl_thread_mark __attribute__((tls_model("initial-exec"))) = 0;
 // The calling thread's endpoint before the modulo (engine::this_endpoint()), UINT32_MAX
 // until bound; one for every engine of the process (tests may create several).
 inline thread_local std::uint32_t tl_endpoint __attribute__((tls_model("initial-exec"))) =
@@ -50,6 +48,18 @@ struct completion_batch {
     int n = 0;
     inmsg *msg[k_size];
 };
+
+// Who is calling, as the holder of a lock it must recognize from inside (a queue's
+// consumer lock, a UCX worker's): the running ULT, or the kernel thread when it runs
+// none. Never a thread-local "inside a drain of q" mark: ULTs of one thread that yield
+// inside their drains (a lock's back-off, a park) interleave there, and would each see,
+// and restore, the other's mark. Not 0 or mpsc_queue's anonymous holder (addresses).
+[[gnu::always_inline]] inline std::uintptr_t self() noexcept
+{
+    const sched::ult *const u = sched::worker::current_ult();
+    return u != nullptr ? reinterpret_cast<std::uintptr_t>(u)
+                        : reinterpret_cast<std::uintptr_t>(&tl_thread_mark);
+}
 
 // A thread whose first call is on an endpoints handle @p c (a send, a receive or a probe:
 // the data path, not a change of hints) is bound to the handle's queue,
@@ -106,18 +116,23 @@ inline void copy_untracked(void *to, const void *from, std::size_t n)
 // Holds the consumer lock of an endpoints handle's inbound queue: its private matching is
 // touched only under it (drains hold it already). Waits with back-off while a drain holds
 // it (a drain is bounded: k_drain_batch messages); a ULT yields its worker meanwhile.
-// Nothing is taken in a serial engine (calls never overlap) or inside a drain of that
-// very queue (a completion that posts on a handle of the queue being drained).
+// Nothing is taken in a serial engine (calls never overlap) or when the caller holds it
+// already (a completion inside a drain of that very queue that posts on one of its
+// handles).
 class consumer_guard {
   public:
-    explicit consumer_guard(shm::mpsc_queue<> *q) noexcept
-        : q_(tl_drained_queue == q ? nullptr : q)
+    explicit consumer_guard(shm::mpsc_queue<> *q) noexcept : q_(q)
     {
         if (q_ == nullptr) {
             return;
         }
+        const std::uintptr_t me = self();
+        if (q_->held_by(me)) {
+            q_ = nullptr;
+            return;
+        }
         base::backoff wait;
-        while (!q_->try_lock_consumer()) {
+        while (!q_->try_lock_consumer(me)) {
             wait.pause();
         }
     }

@@ -43,10 +43,6 @@ struct address_header {
 };
 constexpr std::uint32_t k_address_magic = 0x6d707641; // "mpvA"
 
-// The UCX worker whose poll the calling thread is inside (its lock held), or none.
-constexpr std::uint32_t k_no_worker = ~std::uint32_t{0};
-thread_local std::uint32_t tl_ucx_polled __attribute__((tls_model("initial-exec"))) = k_no_worker;
-
 } // namespace
 
 #if MPIV_HAVE_UCX
@@ -218,26 +214,22 @@ int engine::poll_ucx(std::size_t q) noexcept
     shm::mpsc_queue<> &inbox = shm_.inbound(q);
     // The queue's consumer lock guards the private matching of the handles on lane q (see
     // comm_state), whichever transport their messages come through; not taken in a serial
-    // engine (calls never overlap) or inside a drain of that queue.
-    const bool take = !serial_ && detail::tl_drained_queue != &inbox;
-    if (take && !inbox.try_lock_consumer()) {
+    // engine (calls never overlap) or when the caller holds it (a poll from inside a
+    // drain of that queue).
+    const std::uintptr_t me = detail::self();
+    const bool take = !serial_ && !inbox.held_by(me);
+    if (take && !inbox.try_lock_consumer(me)) {
         return 0;
     }
-    if (!ucx_->try_lock(w)) {
+    if (!ucx_->try_lock(w, me)) {
         if (take) {
             inbox.unlock_consumer();
         }
         return 0;
     }
     ++detail::tl_draining;
-    const void *const outer = detail::tl_drained_queue;
-    detail::tl_drained_queue = &inbox;
-    const std::uint32_t outer_polled = tl_ucx_polled;
-    tl_ucx_polled = w;
     const int n = ucx_->poll(w);
     run_deferred(w);
-    tl_ucx_polled = outer_polled;
-    detail::tl_drained_queue = outer;
     --detail::tl_draining;
     ucx_->unlock(w);
     if (take) {
@@ -248,13 +240,14 @@ int engine::poll_ucx(std::size_t q) noexcept
 
 bool engine::lock_worker(std::uint32_t w, bool &held) noexcept
 {
-    held = tl_ucx_polled == w;
+    const std::uintptr_t me = detail::self();
+    held = ucx_->held_by(w, me); // inside its poll (a completion that sends)
     // Only tries: a sender that waited for a worker's lock would wait for its poller, which
     // holds it nearly all the time and takes it back at once (measured: 16 threads per
     // process, 13 of them in this wait and the rate at 16 % of one thread's). The message
     // waits in the outbound list instead, which the waits' progress drains; and a thread
     // holding a lock that a poller's callback may want never waits for a worker here.
-    return held || ucx_->try_lock(w);
+    return held || ucx_->try_lock(w, me);
 }
 
 bool engine::send_ucx(std::uint32_t peer, std::size_t q, const void *bytes, std::size_t len,
@@ -410,7 +403,7 @@ bool engine::take_bulk(inmsg &m, const recv_target &to, void *user,
     r->st = mpiv_p2p_status_t{w.source, w.tag, n, static_cast<std::size_t>(w.size),
                               w.size > to.capacity ? MPIV_ERR_TRUNCATE : MPIV_OK};
     r->next = nullptr;
-    if (tl_ucx_polled == m.lane) {
+    if (ucx_->held_by(m.lane, detail::self())) {
         // Matched inside the poll of the worker that holds the bytes: take them now.
         if (!start_bulk(*r)) {
             return false; // ucx_took() completes the receive

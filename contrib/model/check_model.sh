@@ -2,8 +2,9 @@
 # Verify the Promela models of the lock library, of sync's owned mode, of the PML's reused
 # pthread waiter, of freeing destroyed communicators, of the copy slots of two-copy
 # rendezvous, of context-id agreement for endpoints communicators, of the matching table's
-# growth, of the shared-memory doorbell, of any-tag receives in their sender's list and of
-# ULTs parked in an MCS queue with spin (run by `make check` when configure found spin).
+# growth, of the shared-memory doorbell, of any-tag receives in their sender's list, of
+# ULTs parked in an MCS queue and of the try-lock whose word names its holder, with spin
+# (run by `make check` when configure found spin).
 # For each configuration: a safety run (assertions, invalid end states) and, for the
 # locks, a liveness run (acceptance cycles of the model's ltl claim). Deliberately broken
 # variants must fail (a no_waiters() that lies; an owned sync without the quiescence
@@ -15,8 +16,9 @@
 # that unlocks them instead of marking them moved; senders that ring with a compiler
 # barrier only while the sleeper makes no heavy barrier; unordered arrivals that never
 # take the peer lock, or wildcards allowed again without recounting a sender's unexpected
-# messages; a parking waiter or a hand-off that stores instead of a read-modify-write), so
-# each property is known to have teeth.
+# messages; a parking waiter or a hand-off that stores instead of a read-modify-write; a
+# try-lock whose failed attempt exchanges its name in), so each property is known to have
+# teeth.
 # Generated files go to a temporary directory (VPATH builds, read-only source trees).
 #
 # Environment: srcdir (set by the automake test harness; defaults to this script's
@@ -136,6 +138,10 @@ for defines in "" "-DPTHREAD" "-DN=4 -DITERS=1"; do
 done
 run_pan "$models/mcs_park.pml" "-DPARK_STORE" safety fail
 run_pan "$models/mcs_park.pml" "-DPASS_STORE" safety fail
+for defines in "" "-DN=4 -DROUNDS=3"; do
+    run_pan "$models/lock_holder.pml" "$defines" safety pass
+done
+run_pan "$models/lock_holder.pml" "-DEXCHANGE" safety fail
 
 [ "$failures" -eq 0 ] || exit 1
 exit 0

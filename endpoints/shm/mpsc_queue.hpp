@@ -33,7 +33,8 @@
 //   anything else means empty (or claimed but not yet published). It copies the k
 //   payloads out and advances head past them before handing the message to the caller.
 // - The consumer's state lives in its own view, not in the region: its head (the shared
-//   head is only its publication to the producers) and its try-lock. Producers can write
+//   head is only its publication to the producers) and its try-lock, whose word names the
+//   holder (held_by(): a drain's callback knows the lock is its own). Producers can write
 //   the whole region; nothing they write can stop the consumer, make it read outside the
 //   slots, or take more than k_max_slots slots for a message (a faulty stamp's count is
 //   clamped). Several views of one queue must therefore not drain it (one consumer view,
@@ -48,9 +49,9 @@
 // with acquire before overwriting a slot, and passes what it read to the other producers
 // of its process through the cache (release store, acquire load: the chain keeps the
 // happens-before). The tail CAS is relaxed: it only hands out positions. The try-lock is
-// taken with an acquire exchange and released with a release store, which hands the view's
-// head from one drainer to the next. format() publishes the region by storing the magic last
-// (release); attach() loads it with acquire.
+// taken with an acquire compare-exchange and released with a release store, which hands
+// the view's head from one drainer to the next. format() publishes the region by storing
+// the magic last (release); attach() loads it with acquire.
 //
 // Progress: try_push never blocks (lock-free among producers: a CAS fails only because
 // another producer claimed a position). A producer stalled between its claim and its
@@ -145,6 +146,8 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// Smallest and largest capacity (slots).
     static constexpr std::uint32_t k_min_capacity = 2;
     static constexpr std::uint32_t k_max_capacity = 1u << 20;
+    /// The holder of a consumer lock taken without an identity (never asked about).
+    static constexpr std::uintptr_t k_anonymous = 1;
 
     static_assert(k_payload == 56, "56-byte payloads are part of the shared layout");
 
@@ -324,17 +327,21 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// of this queue from inside it returns -1. @p fn must not throw.
     /// @param[in] fn callable as fn(const void *payload, std::size_t bytes)
     /// @param[in] max most messages to pop; 0 or less pops nothing
+    /// @param[in] holder who drains, as held_by() will recognize it inside @p fn: any value
+    ///            but 0 that no other live drainer uses (the caller's ULT or thread). A
+    ///            caller whose @p fn may ask held_by() must pass its identity, not the
+    ///            default.
     /// @return the number of messages popped (0 when empty), or -1 when another thread
     ///         holds the consumer lock (nothing popped: poll again later)
     /// @context thread-safe among the threads of the owning process (one drains at a time);
     ///          never blocks; hot path. Producers' messages published after the check of
     ///          the next slot are left for the next call.
-    template <class Fn> int drain(Fn &&fn, int max) noexcept
+    template <class Fn> int drain(Fn &&fn, int max, std::uintptr_t holder = k_anonymous) noexcept
     {
         if (header_ == nullptr || max <= 0) {
             return 0;
         }
-        if (!try_lock()) {
+        if (!try_lock(holder)) {
             return -1;
         }
         const int popped = pop(fn, max);
@@ -357,9 +364,29 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// @brief Take the consumer lock without popping: for a caller whose work must not
     /// overlap any drain of this queue (state that only this queue's drains touch).
     /// Release it with unlock_consumer(); a drain() meanwhile returns -1.
+    /// @param holder who takes it, for held_by() (see drain())
     /// @return true when taken; false when a drain (or another caller) holds it
     /// @context the owning process; never blocks
-    bool try_lock_consumer() noexcept { return header_ != nullptr && try_lock(); }
+    bool try_lock_consumer(std::uintptr_t holder = k_anonymous) noexcept
+    {
+        return header_ != nullptr && try_lock(holder);
+    }
+
+    /// @brief Whether @p holder holds the consumer lock: for a caller inside a drain() or
+    /// under try_lock_consumer() that must not take the lock again (a drain's callback that
+    /// touches what the lock guards). Only a holder's own identity can be stored while the
+    /// caller asks, so the answer is exact for the caller's own identity.
+    /// @param holder the caller's identity (not k_anonymous)
+    /// @context the owning process; never blocks
+    bool held_by(std::uintptr_t holder) const noexcept
+    {
+        // Relaxed: the lock word holds the holder's identity from its compare-exchange to
+        // its release store of 0 (a failed attempt writes nothing). The caller's own stores
+        // of the word happen before this load (program order, or the hand-over of a ULT),
+        // so it never sees its own identity after its release; another holder's identity
+        // never equals the caller's.
+        return lock_.load(std::memory_order_relaxed) == holder;
+    }
 
     /// @brief Release the lock taken by try_lock_consumer().
     void unlock_consumer() noexcept { unlock(); }
@@ -389,15 +416,15 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     /// @context the owning process; never blocks
     std::uint64_t drain_mark() const noexcept
     {
-        // seq_cst: Dekker with the seq_cst exchange in try_lock(): a drain that takes the
+        // seq_cst: Dekker with the seq_cst compare-exchange in try_lock(): a drain that takes the
         // lock after this load sees the caller's writes (it reads them with seq_cst loads).
         if (lock_.load(std::memory_order_seq_cst) == 0) {
             return k_idle_mark;
         }
         // Acquire: pairs with the release store in unlock(). Read after the lock word,
-        // whose exchange by the running drain this thread has seen: the count is at least
-        // the one that drain started with (or later: then a later drain must end too,
-        // which only delays the caller).
+        // whose compare-exchange by the running holder this thread has seen: the count is
+        // at least the one that hold started with (or later: then a later drain must end
+        // too, which only delays the caller).
         return drains_.load(std::memory_order_acquire);
     }
 
@@ -514,15 +541,20 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         return head;
     }
 
-    bool try_lock() noexcept
+    bool try_lock(std::uintptr_t holder) noexcept
     {
-        // Test before the exchange: pollers that find the lock held do not write its line.
+        // Test before the compare-exchange: pollers that find the lock held do not write its line.
         if (lock_.load(std::memory_order_relaxed) != 0) {
             return false;
         }
+        // A compare-exchange, not an exchange: a failed attempt must not overwrite the
+        // holder's identity (held_by()).
         // sync: acquire; pairs with the release store in unlock(): the previous holder's
-        // head and slot frees are visible. seq_cst: Dekker with drain_mark().
-        return lock_.exchange(1, std::memory_order_seq_cst) == 0;
+        // head and slot frees are visible. seq_cst: Dekker with drain_mark(). Relaxed on
+        // failure: nothing is taken.
+        std::uintptr_t free_word = 0;
+        return lock_.compare_exchange_strong(free_word, holder, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed);
     }
 
     void unlock() noexcept
@@ -530,7 +562,7 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
         // sync: release; pairs with the acquire loads in drain_mark() and drained_since()
         // (only the holder writes the count).
         drains_.store(drains_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-        // sync: release; pairs with the acquire exchange in try_lock().
+        // sync: release; pairs with the acquire compare-exchange in try_lock().
         lock_.store(0, std::memory_order_release);
     }
 
@@ -540,11 +572,11 @@ template <template <class> class Atom = std::atomic> class mpsc_queue {
     std::uint32_t capacity_ = 0;
     // The last head a producer of this process read (process-local, not shared memory).
     Atom<std::uint64_t> head_cache_{0};
-    // The consumer's state (process-local): its head, and its try-lock (0 free, 1 held by
-    // a drainer) with the count of drain() calls that held it, on lines of their own:
-    // pollers read the head, drainers write all three.
+    // The consumer's state (process-local): its head, and its try-lock (0 free, else the
+    // holder's identity) with the count of drain() calls that held it, on lines of their
+    // own: pollers read the head, drainers write all three.
     alignas(k_false_sharing) Atom<std::uint64_t> head_{0};
-    alignas(k_false_sharing) Atom<std::uint32_t> lock_{0};
+    alignas(k_false_sharing) Atom<std::uintptr_t> lock_{0};
     Atom<std::uint64_t> drains_{0};
 };
 

@@ -492,18 +492,22 @@ status transport::connect(std::uint32_t pi, const void *addr, std::size_t len) n
     return status::ok;
 }
 
-bool transport::try_lock(std::uint32_t w) noexcept
+bool transport::try_lock(std::uint32_t w, std::uintptr_t holder) noexcept
 {
-    std::atomic<bool> &l = st_->workers[w].locked;
+    std::atomic<std::uintptr_t> &l = st_->workers[w].holder;
+    // A compare-exchange: a failed attempt must not overwrite the holder's name.
     // sync: acquire; pairs with the release in unlock() (the previous owner's UCX calls
-    // happen before ours).
-    return !l.load(std::memory_order_relaxed) && !l.exchange(true, std::memory_order_acquire);
+    // happen before ours). Relaxed on failure: nothing is taken.
+    std::uintptr_t free_word = 0;
+    return l.load(std::memory_order_relaxed) == 0 &&
+           l.compare_exchange_strong(free_word, holder, std::memory_order_acquire,
+                                     std::memory_order_relaxed);
 }
 
-void transport::lock(std::uint32_t w) noexcept
+void transport::lock(std::uint32_t w, std::uintptr_t holder) noexcept
 {
     base::backoff bo;
-    while (!try_lock(w)) {
+    while (!try_lock(w, holder)) {
         bo.pause();
     }
 }
@@ -511,7 +515,16 @@ void transport::lock(std::uint32_t w) noexcept
 void transport::unlock(std::uint32_t w) noexcept
 {
     // sync: release; pairs with the acquire in try_lock().
-    st_->workers[w].locked.store(false, std::memory_order_release);
+    st_->workers[w].holder.store(0, std::memory_order_release);
+}
+
+bool transport::held_by(std::uint32_t w, std::uintptr_t holder) const noexcept
+{
+    // Relaxed: the word names a holder from its compare-exchange to its release store of
+    // 0 (a failed attempt writes nothing); the caller's own stores happen before this
+    // load, so it never sees its own name after its release, and no other holder's name
+    // equals it.
+    return st_->workers[w].holder.load(std::memory_order_relaxed) == holder;
 }
 
 std::uint32_t transport::peer_workers(std::uint32_t peer) const noexcept

@@ -182,11 +182,18 @@ class transport {
     static constexpr std::size_t max_payload() noexcept { return k_max_payload; }
     std::uint32_t workers() const noexcept { return workers_; }
 
+    /// The holder of a worker lock taken without an identity (never asked about).
+    static constexpr std::uintptr_t k_anonymous = 1;
     /// Worker ownership: a test-and-test-and-set lock, not fair; lock() spins, then yields
-    /// (the ULT when the caller is one, else the thread). Not recursive.
-    bool try_lock(std::uint32_t w) noexcept;
-    void lock(std::uint32_t w) noexcept;
+    /// (the ULT when the caller is one, else the thread). Not recursive. @p holder names
+    /// the taker for held_by(): any value but 0 that no other live holder uses; a caller
+    /// that will ask held_by() (the engine) must pass its identity, not the default.
+    bool try_lock(std::uint32_t w, std::uintptr_t holder = k_anonymous) noexcept;
+    void lock(std::uint32_t w, std::uintptr_t holder = k_anonymous) noexcept;
     void unlock(std::uint32_t w) noexcept;
+    /// Whether @p holder (the caller's own identity) holds worker @p w's lock: exact for
+    /// the caller, whose own stores of the lock word are the only ones naming it.
+    bool held_by(std::uint32_t w, std::uintptr_t holder) const noexcept;
 
     /// One message to (peer, to_worker) through worker w. The header is copied; the
     /// payload must stay valid until completion. header_len <= max_header(),

@@ -123,7 +123,7 @@ namespace mpiv::ep::ucx::detail {
 /// One mpiv worker's UCX worker and everything only its owner touches.
 struct alignas(k_false_sharing) worker {
     // sync: the worker lock; acquire in try_lock()/lock() pairs with release in unlock().
-    std::atomic<bool> locked{false};
+    std::atomic<std::uintptr_t> holder{0}; // 0: free; else who holds it (try_lock())
     alignas(k_false_sharing) ucp_worker_h handle = nullptr;
     state *st = nullptr;
     std::uint32_t index = 0;

@@ -5,7 +5,8 @@ if HAVE_GTEST
 GTEST_CPPFLAGS = $(AM_CPPFLAGS) $(GTEST_CFLAGS) $(HWLOC_CFLAGS)
 GTEST_CORE_LIBS = libmpiv_core.la $(GTEST_LIBS) $(HWLOC_LIBS)
 GTEST_API_LIBS = libmpiv.la $(GTEST_LIBS)
-noinst_HEADERS += %reldir%/common/stress.hpp %reldir%/common/test_util.hpp
+noinst_HEADERS += %reldir%/common/stress.hpp %reldir%/common/test_util.hpp \
+	%reldir%/common/holder_race.hpp
 
 include test/gtest/base/local.mk
 include test/gtest/sched/local.mk

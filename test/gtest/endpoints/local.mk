@@ -63,6 +63,12 @@ TESTS += %reldir%/test_fuzz
 %canon_reldir%_test_fuzz_CPPFLAGS = $(GTEST_CPPFLAGS)
 %canon_reldir%_test_fuzz_LDADD = $(GTEST_CORE_LIBS)
 
+check_PROGRAMS += %reldir%/test_engine_drainers
+TESTS += %reldir%/test_engine_drainers
+%canon_reldir%_test_engine_drainers_SOURCES = %reldir%/test_engine_drainers.cc
+%canon_reldir%_test_engine_drainers_CPPFLAGS = $(GTEST_CPPFLAGS)
+%canon_reldir%_test_engine_drainers_LDADD = $(GTEST_CORE_LIBS)
+
 check_PROGRAMS += %reldir%/test_endpoints
 TESTS += %reldir%/test_endpoints
 %canon_reldir%_test_endpoints_SOURCES = %reldir%/test_endpoints.cc

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "endpoints/shm/segment.hpp"
+#include "test/gtest/common/holder_race.hpp"
 #include "test/gtest/common/stress.hpp"
 #include "test/gtest/endpoints/shm_test_util.hpp"
 
@@ -24,7 +25,7 @@ namespace mpiv::shm {
 struct mpsc_queue_test_access {
     template <template <class> class Atom> static void lock(mpsc_queue<Atom> &q)
     {
-        ASSERT_TRUE(q.try_lock());
+        ASSERT_TRUE(q.try_lock(mpsc_queue<Atom>::k_anonymous));
     }
     template <template <class> class Atom> static void unlock(mpsc_queue<Atom> &q)
     {
@@ -348,6 +349,58 @@ TEST(mpsc_queue, consumer_lock)
     EXPECT_EQ(q.drain([&](const void *p, std::size_t) { std::memcpy(&seen, p, sizeof(seen)); }, 4), 1);
     EXPECT_EQ(seen, 2u);
     EXPECT_EQ(q.drain([](const void *, std::size_t) {}, 0), 0);
+}
+
+// held_by() names the lock's holder only: inside a drain with an identity, under
+// try_lock_consumer() with one, and never once the lock is released or for another caller
+// (an anonymous drain included).
+TEST(mpsc_queue, the_holder_recognizes_itself)
+{
+    region_buffer buffer(mpsc_queue<>::bytes_for(4));
+    mpsc_queue<> q;
+    ASSERT_EQ(q.format(buffer.data(), buffer.size(), 4), status::ok);
+    int me = 0;
+    int other = 0;
+    const auto id = reinterpret_cast<std::uintptr_t>(&me);
+    const auto not_id = reinterpret_cast<std::uintptr_t>(&other);
+    EXPECT_FALSE(q.held_by(id));
+    const std::uint64_t one = 1;
+    ASSERT_EQ(q.try_push(&one, sizeof(one)), status::ok);
+    ASSERT_EQ(q.try_push(&one, sizeof(one)), status::ok);
+    int inside = 0;
+    EXPECT_EQ(q.drain(
+                  [&](const void *, std::size_t) {
+                      ++inside;
+                      EXPECT_TRUE(q.held_by(id));
+                      EXPECT_FALSE(q.held_by(not_id));
+                      EXPECT_FALSE(q.try_lock_consumer(id)) << "not recursive";
+                  },
+                  1, id),
+              1);
+    EXPECT_EQ(inside, 1);
+    EXPECT_FALSE(q.held_by(id)) << "released";
+    EXPECT_EQ(q.drain([&](const void *, std::size_t) { EXPECT_FALSE(q.held_by(id)); }, 1), 1);
+
+    ASSERT_TRUE(q.try_lock_consumer(id));
+    EXPECT_TRUE(q.held_by(id));
+    EXPECT_FALSE(q.held_by(not_id));
+    EXPECT_FALSE(q.try_lock_consumer(not_id));
+    q.unlock_consumer();
+    EXPECT_FALSE(q.held_by(id));
+    ASSERT_TRUE(q.try_lock_consumer(not_id));
+    EXPECT_FALSE(q.held_by(id));
+    q.unlock_consumer();
+}
+
+// Threads race for the consumer lock, each under its own identity (holder_race.hpp).
+TEST(mpsc_queue, racing_try_locks_keep_the_holders_name)
+{
+    region_buffer buffer(mpsc_queue<>::bytes_for(4));
+    mpsc_queue<> q;
+    ASSERT_EQ(q.format(buffer.data(), buffer.size(), 4), status::ok);
+    mpiv::test::race_named_try_lock([&](std::uintptr_t id) { return q.try_lock_consumer(id); },
+                                    [&](std::uintptr_t id) { return q.held_by(id); },
+                                    [&] { q.unlock_consumer(); });
 }
 
 TEST(mpsc_queue, attach_rejects_unusable_regions)

@@ -1,6 +1,7 @@
 // ucx::transport, the data path: round trips of every header and payload size class,
 // replies from inside on_message, per-pair order under many threads, back-pressure,
 // sleeping (bulk messages: test_ucx_transport_bulk.cc). Set-up in ucx_fixture.hpp.
+#include "test/gtest/common/holder_race.hpp"
 #include "test/gtest/endpoints/ucx_fixture.hpp"
 
 namespace {
@@ -324,6 +325,45 @@ TEST_F(ucx_transport, retry_at_max_inflight)
         std::memcpy(&got, nodes_[1]->got[0][i].header.data(), sizeof got);
         EXPECT_EQ(got, i);
     }
+}
+
+// A worker's lock names its holder: held_by() answers for that holder only, on that worker
+// only, and not after unlock() (the engine asks it from inside a poll's callbacks).
+TEST_F(ucx_transport, the_worker_lock_names_its_holder)
+{
+    make(1, 2);
+    transport &t = *nodes_[0]->t;
+    int me = 0;
+    int other = 0;
+    const auto id = reinterpret_cast<std::uintptr_t>(&me);
+    const auto not_id = reinterpret_cast<std::uintptr_t>(&other);
+    EXPECT_FALSE(t.held_by(0, id));
+    ASSERT_TRUE(t.try_lock(0, id));
+    EXPECT_TRUE(t.held_by(0, id));
+    EXPECT_FALSE(t.held_by(0, not_id));
+    EXPECT_FALSE(t.held_by(1, id));
+    EXPECT_FALSE(t.try_lock(0, not_id));
+    EXPECT_FALSE(t.try_lock(0, id)) << "not recursive";
+    t.unlock(0);
+    EXPECT_FALSE(t.held_by(0, id));
+    t.lock(1, not_id);
+    EXPECT_TRUE(t.held_by(1, not_id));
+    EXPECT_FALSE(t.held_by(1, id));
+    t.unlock(1);
+    t.lock(0); // anonymous
+    EXPECT_FALSE(t.held_by(0, id));
+    EXPECT_FALSE(t.held_by(0, not_id));
+    t.unlock(0);
+}
+
+// Threads race for a worker's lock, each under its own identity (holder_race.hpp).
+TEST_F(ucx_transport, racing_try_locks_keep_the_holders_name)
+{
+    make(1, 1);
+    transport &t = *nodes_[0]->t;
+    mpiv::test::race_named_try_lock([&](std::uintptr_t id) { return t.try_lock(0, id); },
+                                    [&](std::uintptr_t id) { return t.held_by(0, id); },
+                                    [&] { t.unlock(0); });
 }
 
 TEST_F(ucx_transport, sleep_and_signal)
