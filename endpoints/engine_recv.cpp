@@ -625,7 +625,6 @@ template <bool Batch> inline int engine::drain_inbound() noexcept
     [[maybe_unused]] detail::completion_batch batch;
     detail::completion_batch *const mine = Batch ? &batch : nullptr;
     const std::size_t n = shm_.inbound_count();
-    const std::uintptr_t me = detail::self(); // the drainer, as consumer_guard asks
     std::size_t next = this_endpoint(); // own queue first, then the others round the ring
     for (std::size_t i = 0; i < n; ++i) {
         shm::mpsc_queue<> &q = shm_.inbound(next);
@@ -640,7 +639,7 @@ template <bool Batch> inline int engine::drain_inbound() noexcept
         };
         ++detail::tl_draining;
         const int k = serial_ ? q.drain_serial(on_message, k_drain_batch)
-                              : q.drain(on_message, k_drain_batch, me);
+                              : q.drain(on_message, k_drain_batch, detail::self());
         --detail::tl_draining;
         if (Batch && batch.n != 0) {
             complete_batch(batch);
